@@ -1,0 +1,1 @@
+"""One module per stage, named in the experiment's own words."""

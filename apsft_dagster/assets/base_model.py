@@ -1,0 +1,40 @@
+"""model: the base policy. smoke trains the embedded tiny Qwen3; full fingerprints a local snapshot."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from apsft_dagster.assets.common import OWNERS
+from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
+from apsft_dagster.core.embedded.build import build_embedded
+from apsft_dagster.core.model_dir import inspect_model_dir
+from apsft_dagster.resources import ExperimentResource
+
+MODEL_DIR = "base_model"
+REPORT = "base_model.json"
+
+
+@dg.asset(deps=[task_catalog], group_name="model", kinds={"pytorch", "transformers"}, owners=OWNERS)
+def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
+    """The policy every stage samples from, scores with and fine-tunes; its fingerprint is sealed."""
+    config = experiment.config()
+    store = experiment.store()
+    if config.model.source == "local":
+        found = inspect_model_dir(config.model.path)
+        report = {"source": "local", "name": config.model.name, "revision": config.model.revision,
+                  "path": found["path"], "model_type": found["model_type"], "fingerprint": found["fingerprint"],
+                  "files": len(found["files"])}
+    else:
+        prompts = store.get_parquet(CATALOG)["prompt"].to_list()
+        built: dict = {}
+
+        def fill(out_dir):
+            built.update(build_embedded(config, prompts, out_dir, context.log.info))
+
+        fingerprint = store.put_dir(MODEL_DIR, fill)
+        report = {"source": "embedded", "name": config.model.name, "path": str(store.path(MODEL_DIR)),
+                  "fingerprint": fingerprint, **built}
+    report["config_digest"] = config.digest
+    store.put_json(REPORT, report)
+    context.log.info(f"base model {report['name']}: fingerprint {report['fingerprint']}")
+    return dg.MaterializeResult(metadata=report, data_version=dg.DataVersion(report["fingerprint"]))

@@ -1,0 +1,1 @@
+"""The pure domain: tasks, protocol, store, config, models. Nothing below imports Dagster."""

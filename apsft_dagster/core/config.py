@@ -1,0 +1,278 @@
+"""The one typed config: YAML profiles (`smoke`, `full`), validated on load, with a canonical digest.
+
+Every number of the protocol (SPEC.md) lives here once. Profiles are chosen by name
+(`APSFT_PROFILE`, default `smoke`) or by path (`APSFT_CONFIG`); `APSFT_MODEL_DIR` overrides
+`model.path` for a local model so one profile file serves every machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from apsft_dagster.core.errors import ConfigError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = PROJECT_ROOT / "configs"
+KNOWN_FAMILIES = ("caravan", "foundry_ledger", "runeward", "brinework", "spindle")
+KNOWN_LEVELS = (1, 2, 3, 4)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Seeds(_Strict):
+    experiment: int
+    replication: int
+    train_tasks: int
+    eval_tasks: int
+    pretrain_tasks: int
+
+
+class Split(_Strict):
+    """A block of tasks: every (family, level) cell holds `per_cell` tasks; `total` is declared."""
+
+    families: list[str]
+    levels: list[int]
+    per_cell: int
+    total: int
+
+
+class Tasks(_Strict):
+    train: Split
+    core_iid: Split
+    core_hard: Split
+    held_family: Split
+
+
+class ModelSpec(_Strict):
+    source: Literal["embedded", "local"]
+    name: str
+    path: str | None = None
+    revision: str | None = None
+
+
+class Embedded(_Strict):
+    """The tiny Qwen3-architecture policy the smoke profile trains for itself."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_layers: int
+    num_heads: int
+    num_kv_heads: int
+    head_dim: int
+    max_positions: int
+    pretrain_tasks_per_cell: int
+    train_steps: int
+    batch_size: int
+    learning_rate: float
+    warmup_steps: int
+    weight_decay: float
+    threads: int
+    probe_tasks: int
+    probe_samples: int
+    probe_allowance: int
+
+
+class Sampling(_Strict):
+    temperature: float
+    top_p: float
+    top_k: int
+
+
+class LoopThresholds(_Strict):
+    min_repeats: int
+    max_period: int
+    min_span: int
+
+
+class Harvest(_Strict):
+    samples_per_task: int
+    sampling: Sampling
+    allowance: int
+    continuation: int
+    record_limit: int
+    topup_batches: int
+    topup_size: int
+    min_eligible: int
+    loop: LoopThresholds
+
+
+class Scoring(_Strict):
+    instrument: Literal["reference", "fast"]
+    parity_threshold: float
+    calibration_traces: int
+
+
+class Rollouts(_Strict):
+    sampling: Sampling
+    max_new_tokens: int
+
+
+class Selection(_Strict):
+    rows_per_task: int
+    top_k: int
+    band: float
+
+
+class Lora(_Strict):
+    rank: int
+    alpha: int
+    dropout: float
+
+
+class LossWeights(_Strict):
+    prompt: float
+    thought: float
+    answer: float
+
+
+class Training(_Strict):
+    lora: Lora
+    epochs: int
+    learning_rate: float
+    batch_size: int
+    grad_accum: int
+    max_length: int
+    loss_weights: LossWeights
+    quantize_4bit: bool
+
+
+class Evaluation(_Strict):
+    allowance: int
+    bootstrap_resamples: int
+    confidence: float
+
+
+class StageB(_Strict):
+    min_gain: float
+    min_lower_bound: float
+    max_parse_rate_loss: float
+    max_family_macro_loss: float
+    k_samples: int
+
+
+class Config(_Strict):
+    profile: str
+    seeds: Seeds
+    tasks: Tasks
+    model: ModelSpec
+    embedded: Embedded | None = None
+    harvest: Harvest
+    scoring: Scoring
+    rollouts: Rollouts
+    selection: Selection
+    training: Training
+    evaluation: Evaluation
+    stage_b: StageB
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Config:
+        for name in ("train", "core_iid", "core_hard", "held_family"):
+            _check_split(f"tasks.{name}", getattr(self.tasks, name))
+        train, held = self.tasks.train, self.tasks.held_family
+        if set(train.families) & set(held.families):
+            raise ValueError("tasks.held_family.families must not share a family with tasks.train")
+        for name in ("core_iid", "core_hard"):
+            if set(getattr(self.tasks, name).families) != set(train.families):
+                raise ValueError(f"tasks.{name}.families must equal tasks.train.families")
+        if self.model.source == "embedded" and self.embedded is None:
+            raise ValueError("embedded: required when model.source is 'embedded'")
+        if self.model.source == "local" and not self.model.path:
+            raise ValueError("model.path: required when model.source is 'local'")
+        if self.selection.top_k < self.selection.rows_per_task:
+            raise ValueError("selection.top_k must be >= selection.rows_per_task")
+        return self
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 of the canonical JSON form: the config's identity in the evidence seal."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json"))).hexdigest()
+
+
+def _check_split(field: str, split: Split) -> None:
+    unknown = sorted(set(split.families) - set(KNOWN_FAMILIES))
+    if unknown:
+        raise ValueError(f"{field}.families: unknown {unknown}; known families are {list(KNOWN_FAMILIES)}")
+    bad = sorted(set(split.levels) - set(KNOWN_LEVELS))
+    if bad:
+        raise ValueError(f"{field}.levels: {bad} outside {list(KNOWN_LEVELS)}")
+    cells = len(split.families) * len(split.levels)
+    if cells * split.per_cell != split.total:
+        raise ValueError(
+            f"{field}.total is {split.total} but {len(split.families)} families x "
+            f"{len(split.levels)} levels x per_cell {split.per_cell} = {cells * split.per_cell}"
+        )
+
+
+def canonical_json(obj: object) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def resolve_config_path(profile: str | None = None, path: str | os.PathLike | None = None) -> Path:
+    """A path wins over a profile name; the environment fills in whatever the caller left out."""
+    if path is None and profile is None:
+        path = os.environ.get("APSFT_CONFIG") or None
+    if path is not None:
+        return Path(path)
+    name = profile or os.environ.get("APSFT_PROFILE") or "smoke"
+    candidate = CONFIG_DIR / f"{name}.yaml"
+    if not candidate.is_file():
+        known = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+        raise ConfigError(f"profile {name!r}: no file {candidate}; known profiles are {known}")
+    return candidate
+
+
+def load_config(profile: str | None = None, path: str | os.PathLike | None = None) -> Config:
+    """Parse and validate a profile. Raises ConfigError naming the file and field; writes nothing."""
+    source = resolve_config_path(profile, path)
+    try:
+        raw = yaml.safe_load(source.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{source}: cannot read YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: top level must be a mapping of config sections")
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(f"{source}: invalid config:\n{_describe(exc)}") from None
+    return _with_local_model(config, source)
+
+
+def _describe(exc: ValidationError) -> str:
+    lines = []
+    for err in exc.errors():
+        field = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        message = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            message = "unknown key; remove it or check its spelling"
+        elif "input" in err and err["type"] not in ("missing", "value_error"):
+            message += f" (got {err['input']!r})"
+        lines.append(f"  {field}: {message}")
+    return "\n".join(lines)
+
+
+def _with_local_model(config: Config, source: Path) -> Config:
+    """Resolve `model.path` (env override, relative to the project) and check it is a model."""
+    if config.model.source != "local":
+        return config
+    override = os.environ.get("APSFT_MODEL_DIR")
+    model_dir = Path(override or config.model.path).expanduser()
+    if not model_dir.is_absolute():
+        model_dir = PROJECT_ROOT / model_dir
+    if not (model_dir / "config.json").is_file():
+        raise ConfigError(
+            f"{source}: model.path: {model_dir} is not a model directory (no config.json). "
+            f"Place a local snapshot of {config.model.name} (revision {config.model.revision}) there "
+            "or set APSFT_MODEL_DIR; nothing is downloaded at run time."
+        )
+    model = config.model.model_copy(update={"path": str(model_dir)})
+    return config.model_copy(update={"model": model})

@@ -1,0 +1,75 @@
+"""Build the embedded default: tokenizer + tiny Qwen3 policy trained on a disjoint corpus, probed."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Collection
+from pathlib import Path
+
+import torch
+
+from apsft_dagster.core.config import KNOWN_FAMILIES, Config
+from apsft_dagster.core.embedded.model import build_model, encode_examples, pretrain
+from apsft_dagster.core.embedded.probe import probe_policy
+from apsft_dagster.core.embedded.tokenizer import train_tokenizer
+from apsft_dagster.core.protocol import format_record, format_thought
+from apsft_dagster.core.tasks import STEPS_BY_LEVEL, Task, generate
+
+
+def pretraining_tasks(config: Config, exclude_prompts: Collection[str]) -> list[Task]:
+    """Worked solutions of all five families, every level, from the pretraining seed space.
+
+    Any prompt that also occurs in an experiment split is dropped, so the corpus is disjoint
+    from every split by construction, not only by seed.
+    """
+    per_cell = config.embedded.pretrain_tasks_per_cell
+    tasks = (generate(f, lv, i, config.seeds.pretrain_tasks)
+             for f in KNOWN_FAMILIES for lv in STEPS_BY_LEVEL for i in range(per_cell))
+    return [t for t in tasks if t.prompt not in exclude_prompts]
+
+
+def probe_tasks(config: Config, exclude_prompts: Collection[str]) -> list[Task]:
+    """Train-family, train-level tasks past the pretraining indices of the same seed space."""
+    split = config.tasks.train
+    cells = [(f, lv) for f in split.families for lv in split.levels]
+    per_cell = math.ceil(config.embedded.probe_tasks / len(cells))
+    start = config.embedded.pretrain_tasks_per_cell
+    tasks = [generate(f, lv, start + i, config.seeds.pretrain_tasks) for f, lv in cells for i in range(per_cell)]
+    return [t for t in tasks if t.prompt not in exclude_prompts][:config.embedded.probe_tasks]
+
+
+def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Path,
+                   log: Callable[[str], None]) -> dict:
+    """Train, save (`save_pretrained`) into `out_dir`, probe; return the report for metadata."""
+    cfg = config.embedded
+    torch.set_num_threads(cfg.threads)
+    torch.use_deterministic_algorithms(True)
+    corpus = pretraining_tasks(config, set(catalog_prompts))
+    records = [format_record(t.prompt, format_thought(t.solution), t.answer) for t in corpus]
+    tokenizer = train_tokenizer(records, cfg.vocab_size)
+    model = build_model(cfg, tokenizer, config.seeds.experiment)
+    examples = encode_examples(corpus, tokenizer)
+    log(f"pretraining {sum(p.numel() for p in model.parameters()):,} parameters on {len(examples)} "
+        f"worked solutions for {cfg.train_steps} steps")
+    every = max(1, cfg.train_steps // 10)
+
+    def progress(step: int, loss: float) -> None:
+        if (step + 1) % every == 0:
+            log(f"step {step + 1}/{cfg.train_steps} loss {loss:.3f}")
+
+    losses = pretrain(model, examples, cfg, config.seeds.experiment, tokenizer.pad_token_id, progress)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    held_out = set(catalog_prompts) | {t.prompt for t in corpus}
+    probe = probe_policy(model, tokenizer, probe_tasks(config, held_out), allowance=cfg.probe_allowance,
+                         sampling=config.harvest.sampling, samples=cfg.probe_samples, seed=config.seeds.experiment)
+    tail = losses[-max(1, len(losses) // 10):]
+    return {
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "vocab_size": len(tokenizer),
+        "pretraining_tasks": len(corpus),
+        "pretraining_tokens_seen": cfg.train_steps * cfg.batch_size * sum(len(x) for x, _ in examples) // len(examples),
+        "final_loss": sum(tail) / len(tail),
+        "probe_tasks": cfg.probe_tasks,
+        **probe,
+    }

@@ -1,0 +1,49 @@
+"""Probe a policy: close rate and exact accuracy, greedy and sampled, on a fixed task list."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+import torch
+
+from apsft_dagster.core.config import Sampling
+from apsft_dagster.core.protocol import THINK_CLOSE, format_prompt
+from apsft_dagster.core.tasks import Task, is_correct
+
+
+def probe_seed(seed: int, round_: int) -> int:
+    return int.from_bytes(hashlib.sha256(f"apsft-probe|{seed}|{round_}".encode()).digest()[:8], "big")
+
+
+@torch.no_grad()
+def complete(model, tokenizer, prompts: Sequence[str], max_new_tokens: int,
+             sampling: Sampling | None, seed: int) -> list[str]:
+    """Left-padded batch generation to the end of turn; `sampling=None` means greedy."""
+    tokenizer.padding_side = "left"
+    enc = tokenizer([format_prompt(p) for p in prompts], return_tensors="pt", padding=True,
+                    add_special_tokens=False)
+    knobs = {"do_sample": False} if sampling is None else {
+        "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k}
+    torch.manual_seed(seed)
+    out = model.generate(**enc, max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, **knobs)
+    return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=False)
+
+
+def probe_policy(model, tokenizer, tasks: Sequence[Task], *, allowance: int, sampling: Sampling,
+                 samples: int, seed: int) -> dict:
+    """Closed = the completion emits `</think>` within the allowance; correct = parsed answer exact."""
+    prompts = [t.prompt for t in tasks]
+    report = {}
+    for mode, rounds in (("greedy", [None]), ("sampled", [sampling] * samples)):
+        closed = correct = total = 0
+        for r, knobs in enumerate(rounds):
+            for task, text in zip(tasks, complete(model, tokenizer, prompts, allowance, knobs, probe_seed(seed, r))):
+                closed += THINK_CLOSE in text
+                correct += is_correct(text, task.answer)
+                total += 1
+        report[f"{mode}_close_rate"] = closed / total
+        report[f"{mode}_accuracy"] = correct / total
+        report[f"{mode}_completions"] = total
+    return report

@@ -1,0 +1,29 @@
+"""One exception type per failure class; every message names the offending item and the fix."""
+
+
+class ApsftError(Exception):
+    """Base class of every error the platform raises on purpose."""
+
+
+class ConfigError(ApsftError):
+    """A profile file is malformed, inconsistent or points at something missing."""
+
+
+class HashMismatchError(ApsftError):
+    """A stored artifact no longer matches the SHA-256 receipt written with it."""
+
+
+class MissingArtifactError(ApsftError):
+    """An artifact (or its receipt) that a stage needs has not been materialized."""
+
+
+class TaskGenerationError(ApsftError):
+    """A task generator was asked for something outside its domain."""
+
+
+class CatalogError(ApsftError):
+    """The task catalog violates the split protocol (counts, firewall, answer leak)."""
+
+
+class ModelDirectoryError(ApsftError):
+    """A local model directory is missing files or cannot be loaded."""

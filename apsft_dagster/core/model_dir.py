@@ -1,0 +1,27 @@
+"""Validate and fingerprint a local model directory (the `full` profile's base model)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from apsft_dagster.core.errors import ModelDirectoryError
+from apsft_dagster.core.store import dir_digests, fingerprint
+
+
+def inspect_model_dir(path: str | Path) -> dict:
+    """Config, tokenizer and safetensors weights must be present; nothing is ever downloaded."""
+    root = Path(path)
+    config_file = root / "config.json"
+    if not config_file.is_file():
+        raise ModelDirectoryError(f"{root}: no config.json; point model.path (or APSFT_MODEL_DIR) at a snapshot")
+    try:
+        model_type = json.loads(config_file.read_text()).get("model_type")
+    except json.JSONDecodeError as exc:
+        raise ModelDirectoryError(f"{config_file}: not valid JSON ({exc})") from exc
+    if not any((root / name).is_file() for name in ("tokenizer.json", "tokenizer_config.json")):
+        raise ModelDirectoryError(f"{root}: no tokenizer.json or tokenizer_config.json")
+    if not list(root.glob("*.safetensors")):
+        raise ModelDirectoryError(f"{root}: no *.safetensors weights")
+    files = dir_digests(root)
+    return {"path": str(root), "model_type": model_type, "files": files, "fingerprint": fingerprint(files)}

@@ -1,0 +1,186 @@
+"""The deterministic store: atomic, byte-deterministic, receipted artifacts.
+
+Every artifact `a` under the store root has a sidecar `a.receipt.json` holding its SHA-256
+(for a directory: every file's SHA-256 and a fingerprint over them). Data is written first
+(temp file, fsync, rename), the receipt last, so a crash leaves either a verified artifact or
+one without a receipt, which counts as absent. Reading always verifies.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import polars as pl
+
+from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError
+
+RECEIPT_SUFFIX = ".receipt.json"
+PARQUET_SETTINGS = {"compression": "zstd", "compression_level": 3, "statistics": False, "row_group_size": 65536}
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def json_bytes(obj: object) -> bytes:
+    """Sorted keys, fixed separators, UTF-8, trailing newline: one byte form per value."""
+    return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode()
+
+
+def parquet_bytes(frame: pl.DataFrame) -> bytes:
+    buffer = io.BytesIO()
+    frame.write_parquet(buffer, **PARQUET_SETTINGS)
+    return buffer.getvalue()
+
+
+def jsonl_gz_bytes(rows: Iterable[dict]) -> bytes:
+    """gzip with mtime 0 and no file name, so equal rows give equal bytes."""
+    body = b"".join(json.dumps(r, sort_keys=True, ensure_ascii=False).encode() + b"\n" for r in rows)
+    buffer = io.BytesIO()
+    with gzip.GzipFile(fileobj=buffer, mode="wb", compresslevel=9, mtime=0, filename="") as gz:
+        gz.write(body)
+    return buffer.getvalue()
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as fh:
+        fh.write(data)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def dir_digests(directory: Path) -> dict[str, str]:
+    return {p.relative_to(directory).as_posix(): sha256_file(p)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def fingerprint(file_digests: dict[str, str]) -> str:
+    """SHA-256 over the sorted (relative path -> SHA-256) map of a directory's files."""
+    return sha256_bytes(json.dumps(file_digests, sort_keys=True, separators=(",", ":")).encode())
+
+
+class Store:
+    """Artifacts addressed by a relative name under one root (one root per profile)."""
+
+    def __init__(self, root: str | os.PathLike):
+        self.root = Path(root)
+
+    def path(self, name: str) -> Path:
+        return self.root / name
+
+    def receipt_path(self, name: str) -> Path:
+        return self.root / (name + RECEIPT_SUFFIX)
+
+    # -- writing ---------------------------------------------------------------------------
+    def put_bytes(self, name: str, data: bytes) -> str:
+        digest = sha256_bytes(data)
+        write_atomic(self.path(name), data)
+        self._write_receipt(name, {"artifact": name, "bytes": len(data), "sha256": digest})
+        return digest
+
+    def put_json(self, name: str, obj: object) -> str:
+        return self.put_bytes(name, json_bytes(obj))
+
+    def put_parquet(self, name: str, frame: pl.DataFrame) -> str:
+        return self.put_bytes(name, parquet_bytes(frame))
+
+    def put_jsonl_gz(self, name: str, rows: Iterable[dict]) -> str:
+        return self.put_bytes(name, jsonl_gz_bytes(rows))
+
+    def put_dir(self, name: str, fill: Callable[[Path], None]) -> str:
+        """Build a directory artifact in a temp sibling, fsync it, swap it in, then receipt it."""
+        final = self.path(name)
+        final.parent.mkdir(parents=True, exist_ok=True)
+        tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        fill(tmp)
+        for p in tmp.rglob("*"):
+            if p.is_file():
+                with open(p, "rb") as fh:
+                    os.fsync(fh.fileno())
+        files = dir_digests(tmp)
+        self.receipt_path(name).unlink(missing_ok=True)  # never a receipt beside a half-swapped dir
+        old = final.with_name(f".{final.name}.old-{os.getpid()}")
+        if final.exists():
+            os.replace(final, old)
+        os.replace(tmp, final)
+        shutil.rmtree(old, ignore_errors=True)
+        _fsync_dir(final.parent)
+        digest = fingerprint(files)
+        self._write_receipt(name, {"artifact": name, "files": files, "sha256": digest})
+        return digest
+
+    def _write_receipt(self, name: str, receipt: dict) -> None:
+        write_atomic(self.receipt_path(name), json_bytes(receipt))
+
+    # -- reading ---------------------------------------------------------------------------
+    def receipt(self, name: str) -> dict:
+        path = self.receipt_path(name)
+        if not path.is_file() or not self.path(name).exists():
+            raise MissingArtifactError(
+                f"{self.path(name)}: artifact or its receipt is missing; materialize it first")
+        return json.loads(path.read_text())
+
+    def exists(self, name: str) -> bool:
+        return self.receipt_path(name).is_file() and self.path(name).exists()
+
+    def verify(self, name: str) -> str:
+        """Re-hash the artifact against its receipt; return the digest or raise HashMismatchError."""
+        receipt = self.receipt(name)
+        path = self.path(name)
+        if "files" in receipt:
+            actual_files = dir_digests(path)
+            if actual_files != receipt["files"]:
+                changed = sorted(k for k in set(actual_files) | set(receipt["files"])
+                                 if actual_files.get(k) != receipt["files"].get(k))
+                raise HashMismatchError(
+                    f"{path}: files {changed} differ from the receipt {self.receipt_path(name)}; "
+                    "restore them, or delete the directory and its receipt and rematerialize")
+            return receipt["sha256"]
+        actual = sha256_file(path)
+        if actual != receipt["sha256"]:
+            raise HashMismatchError(
+                f"{path}: SHA-256 is {actual} but its receipt says {receipt['sha256']}; the file changed "
+                "after it was written. Restore it, or delete it and its receipt and rematerialize")
+        return actual
+
+    def get_bytes(self, name: str) -> bytes:
+        receipt = self.receipt(name)
+        data = self.path(name).read_bytes()
+        if sha256_bytes(data) != receipt["sha256"]:
+            self.verify(name)  # raises with the full message
+        return data
+
+    def get_json(self, name: str) -> object:
+        return json.loads(self.get_bytes(name))
+
+    def get_parquet(self, name: str) -> pl.DataFrame:
+        return pl.read_parquet(io.BytesIO(self.get_bytes(name)))

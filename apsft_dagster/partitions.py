@@ -1,0 +1,10 @@
+"""Partitions derived from the config once: train task ids, sorted so each cell is contiguous."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.tasks.splits import train_task_ids
+
+train_task_partitions = dg.StaticPartitionsDefinition(train_task_ids(load_config()))

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Set up .venv: the CPU torch pin first (pip finds it on this machine's disk; an unpinned torch
+# would pull a multi-GB CUDA build), then the package in editable mode with the given extras.
+# Idempotent: rerunning only checks what is installed.   Usage: scripts/setup.sh [extras]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+extras="${1:-}"
+pip_quiet() {  # pip's own exit status survives; only the local-index location warnings are dropped
+  .venv/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+}
+[ -x .venv/bin/python ] || python3 -m venv .venv
+pip_quiet install -q --upgrade pip
+pip_quiet install -q torch==2.13.0
+pip_quiet install -q -e ".${extras:+[$extras]}"
+echo "setup: .venv ready ($(.venv/bin/python -c 'import torch, dagster; print("torch", torch.__version__, "dagster", dagster.__version__)'))"

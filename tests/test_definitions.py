@@ -1,0 +1,53 @@
+import json
+import os
+from pathlib import Path
+
+import dagster as dg
+
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.definitions import defs
+from apsft_dagster.partitions import train_task_partitions
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.json"
+
+
+def _graph_snapshot() -> dict:
+    """Asset keys, groups, kinds, deps, partitions and checks: an accidental graph change shows here."""
+    graph = defs.resolve_asset_graph()
+    assets = {}
+    for spec in sorted(defs.resolve_all_asset_specs(), key=lambda s: s.key.to_user_string()):
+        key = spec.key.to_user_string()
+        assets[key] = {
+            "group": spec.group_name,
+            "kinds": sorted(spec.kinds),
+            "deps": sorted(d.asset_key.to_user_string() for d in spec.deps),
+            "partitions": type(spec.partitions_def).__name__ if spec.partitions_def else None,
+            "checks": sorted(c.name for c in graph.get_check_keys_for_assets({spec.key})
+                             ) if hasattr(graph, "get_check_keys_for_assets") else
+            sorted(k.name for k in graph.asset_check_keys if k.asset_key == spec.key),
+        }
+    return {"assets": assets, "jobs": sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))}
+
+
+def test_asset_graph_matches_snapshot():
+    snapshot = _graph_snapshot()
+    if os.environ.get("APSFT_UPDATE_SNAPSHOTS"):
+        SNAPSHOT.write_text(json.dumps(snapshot, indent=1, sort_keys=True) + "\n")
+    assert snapshot == json.loads(SNAPSHOT.read_text())
+
+
+def test_definitions_load_with_resources_and_the_main_job():
+    assert defs.resolve_job_def("main") is not None
+    assert isinstance(defs.resources["experiment"], dg.ConfigurableResource)
+
+
+def test_train_partitions_are_sorted_task_ids_with_contiguous_cells():
+    config = load_config()
+    keys = train_task_partitions.get_partition_keys()
+    assert keys == train_task_ids(config) == sorted(keys)
+    assert len(keys) == config.tasks.train.total
+    cells = [k.rsplit("-", 1)[0] for k in keys]  # "caravan-L1-000" -> "caravan-L1"
+    runs = [c for i, c in enumerate(cells) if i == 0 or cells[i - 1] != c]
+    assert len(runs) == len(set(cells)) == 9  # each cell is one contiguous block
+    assert all(cells.count(c) == config.tasks.train.per_cell for c in set(cells))

@@ -1,0 +1,83 @@
+"""Materialize task_catalog and base_model (smoke) in-process and in a fresh process; compare bytes."""
+
+import json
+import os
+import subprocess
+import sys
+
+import dagster as dg
+import pytest
+
+from apsft_dagster.assets.base_model import REPORT, base_model
+from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
+from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.model_dir import inspect_model_dir
+from apsft_dagster.core.store import Store
+from apsft_dagster.resources import ExperimentResource
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory):
+    store_dir = tmp_path_factory.mktemp("store_in_process")
+    result = dg.materialize([task_catalog, base_model],
+                            resources={"experiment": ExperimentResource(profile="smoke", store_dir=str(store_dir))})
+    return result, Store(store_dir)
+
+
+@pytest.fixture(scope="module")
+def fresh_process(tmp_path_factory):
+    store_dir = tmp_path_factory.mktemp("store_fresh")
+    env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
+    env.pop("APSFT_CONFIG", None)
+    proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--profile", "smoke", "--store", str(store_dir)],
+                          capture_output=True, text=True, env=env, cwd=PROJECT_ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, Store(store_dir)
+
+
+def test_catalog_checks_pass_and_metadata_is_reported(in_process):
+    result, store = in_process
+    assert result.success
+    evaluations = result.get_asset_check_evaluations()
+    assert sorted(e.check_name for e in evaluations) == ["answer_not_in_prompt", "cell_counts", "eval_train_firewall"]
+    assert all(e.passed for e in evaluations)
+    catalog = store.get_parquet(CATALOG)
+    assert catalog.height == 18 + 9 + 3 + 6
+
+
+def test_base_model_is_a_partly_capable_policy(in_process):
+    _, store = in_process
+    report = store.get_json(REPORT)
+    assert 5e5 <= report["parameters"] <= 2e6
+    assert report["sampled_close_rate"] >= 0.8
+    assert 0.05 < report["sampled_accuracy"] < 0.95
+    assert 0.05 < report["greedy_accuracy"] < 0.95
+    assert report["fingerprint"] == store.verify("base_model")
+    materialization = [e for e in in_process[0].get_asset_materialization_events()
+                       if e.asset_key == dg.AssetKey("base_model")][0].materialization
+    assert materialization.metadata["sampled_close_rate"].value == report["sampled_close_rate"]
+
+
+def test_saved_model_reloads_and_validates_as_a_local_model_directory(in_process):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    _, store = in_process
+    path = store.path("base_model")
+    found = inspect_model_dir(path)
+    assert found["model_type"] == "qwen3" and found["fingerprint"] == store.verify("base_model")
+    model = AutoModelForCausalLM.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    assert tokenizer.convert_tokens_to_ids("</think>") != tokenizer.unk_token_id
+    assert model.config.tie_word_embeddings
+
+
+def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
+    _, first = in_process
+    proc, second = fresh_process
+    assert "check task_catalog:eval_train_firewall passed" in proc.stdout
+    assert first.verify(CATALOG) == second.verify(CATALOG)
+    assert first.verify("base_model") == second.verify("base_model")
+    one = json.loads(first.receipt_path("base_model").read_text())["files"]
+    two = json.loads(second.receipt_path("base_model").read_text())["files"]
+    assert one == two and "model.safetensors" in one and "tokenizer.json" in one
+    assert first.get_json(REPORT)["sampled_accuracy"] == second.get_json(REPORT)["sampled_accuracy"]
