@@ -23,9 +23,7 @@ def _graph_snapshot() -> dict:
             "kinds": sorted(spec.kinds),
             "deps": sorted(d.asset_key.to_user_string() for d in spec.deps),
             "partitions": type(spec.partitions_def).__name__ if spec.partitions_def else None,
-            "checks": sorted(c.name for c in graph.get_check_keys_for_assets({spec.key})
-                             ) if hasattr(graph, "get_check_keys_for_assets") else
-            sorted(k.name for k in graph.asset_check_keys if k.asset_key == spec.key),
+            "checks": sorted(k.name for k in graph.asset_check_keys if k.asset_key == spec.key),
         }
     return {"assets": assets, "jobs": sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))}
 

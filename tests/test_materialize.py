@@ -81,3 +81,15 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     two = json.loads(second.receipt_path("base_model").read_text())["files"]
     assert one == two and "model.safetensors" in one and "tokenizer.json" in one
     assert first.get_json(REPORT)["sampled_accuracy"] == second.get_json(REPORT)["sampled_accuracy"]
+
+
+def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_process, tmp_path, monkeypatch):
+    _, store = in_process
+    monkeypatch.setenv("APSFT_MODEL_DIR", str(store.path("base_model")))  # a real saved Qwen3 directory
+    out = Store(tmp_path / "full_store")
+    result = dg.materialize([base_model], resources={"experiment": ExperimentResource(profile="full", store_dir=str(out.root))})
+    assert result.success
+    report = out.get_json(REPORT)
+    assert report["source"] == "local" and report["model_type"] == "qwen3"
+    assert report["fingerprint"] == store.verify("base_model")
+    assert report["revision"] == "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a"

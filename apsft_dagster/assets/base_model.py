@@ -1,7 +1,5 @@
 """model: the base policy. smoke trains the embedded tiny Qwen3; full fingerprints a local snapshot."""
 
-from __future__ import annotations
-
 import dagster as dg
 
 from apsft_dagster.assets.common import OWNERS

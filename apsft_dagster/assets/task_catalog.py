@@ -1,7 +1,5 @@
 """tasks: the catalog of train and sealed eval tasks, with its protocol checks."""
 
-from __future__ import annotations
-
 import dagster as dg
 
 from apsft_dagster.assets.common import OWNERS, check_result, table_preview

@@ -15,9 +15,8 @@ import torch
 from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 from apsft_dagster.core.config import Embedded
-from apsft_dagster.core.protocol import IM_END, format_answer, format_prompt, locate_spans
+from apsft_dagster.core.protocol import IM_END, format_answer, format_prompt, format_thought, locate_spans
 from apsft_dagster.core.tasks import Task
-from apsft_dagster.core.protocol import format_thought
 
 IGNORE = -100
 

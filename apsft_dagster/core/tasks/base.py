@@ -25,7 +25,3 @@ def task_rng(family: str, level: int, index: int, seed: int) -> random.Random:
     """An RNG derived from the task's identity only (no process state, no Python hash())."""
     key = f"apsft-task|{family}|{level}|{index}|{seed}".encode()
     return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
-
-
-def pick_names(rng: random.Random, pool: tuple[str, ...], k: int) -> list[str]:
-    return rng.sample(pool, k)
