@@ -34,19 +34,31 @@ def run(args: argparse.Namespace) -> int:
     ensure_dagster_home()
     import dagster as dg
 
-    from apsft_dagster.definitions import defs
+    from apsft_dagster.definitions import STAGE_JOBS, defs
 
-    result = defs.resolve_job_def("main").execute_in_process(
-        instance=dg.DagsterInstance.get(), raise_on_error=False)
-    failed_checks = [e for e in result.get_asset_check_evaluations() if not e.passed]
-    for evaluation in result.get_asset_check_evaluations():
+    instance = dg.DagsterInstance.get()
+    for stage in STAGE_JOBS:
+        job = defs.resolve_job_def(stage.name)
+        tags = {}
+        if job.partitions_def is not None:  # one run over every partition (single-run backfill)
+            keys = job.partitions_def.get_partition_keys()
+            tags = {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+        result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
+        if not _report(stage.name, result):
+            return 1
+    return 0
+
+
+def _report(stage: str, result) -> bool:
+    evaluations = result.get_asset_check_evaluations()
+    for evaluation in evaluations:
         status = "passed" if evaluation.passed else "FAILED"
         print(f"check {evaluation.asset_key.to_user_string()}:{evaluation.check_name} {status}")
-    for event in result.get_asset_materialization_events():
-        print(f"materialized {event.asset_key.to_user_string()}")
-    ok = result.success and not failed_checks
-    print(f"apsft: run {result.run_id} {'succeeded' if ok else 'FAILED'}")
-    return 0 if ok else 1
+    for key in sorted({e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}):
+        print(f"materialized {key}")
+    ok = result.success and all(e.passed for e in evaluations)
+    print(f"apsft: stage {stage} (run {result.run_id}) {'succeeded' if ok else 'FAILED'}", flush=True)
+    return ok
 
 
 def ui(args: argparse.Namespace) -> int:
@@ -54,6 +66,24 @@ def ui(args: argparse.Namespace) -> int:
     ensure_dagster_home()
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.port)]
     return subprocess.call(cmd, cwd=PROJECT_ROOT)
+
+
+def export_bank(args: argparse.Namespace) -> int:
+    """Write the trace bank as an inheritable bank (index.json + shards) and print its digest."""
+    from apsft_dagster.core.bank import TRACE_BANK, shard_name
+    from apsft_dagster.core.bank import export_bank as export
+    from apsft_dagster.core.paths import store_root
+    from apsft_dagster.core.store import Store
+    from apsft_dagster.core.tasks.splits import train_task_ids
+
+    config = load_config(args.profile, args.config)
+    store = Store(args.store or store_root(config.profile))
+    task_ids = [t for t in train_task_ids(config) if store.exists(shard_name(TRACE_BANK, t))]
+    digest = export(store, TRACE_BANK, task_ids, args.out)
+    print(f"exported {len(task_ids)} task shards to {args.out}")
+    print(f"harvest.inherited_index: {os.path.abspath(args.out)}/index.json")
+    print(f"harvest.inherited_index_sha256: {digest}")
+    return 0
 
 
 def validate(args: argparse.Namespace) -> int:
@@ -65,14 +95,17 @@ def validate(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="apsft", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, handler, text in (("run", run, "materialize the main job"), ("ui", ui, "serve the Dagster UI"),
-                                ("validate", validate, "validate a profile and print its digest")):
+    for name, handler, text in (("run", run, "materialize every stage, in order"), ("ui", ui, "serve the Dagster UI"),
+                                ("validate", validate, "validate a profile and print its digest"),
+                                ("export-bank", export_bank, "export the trace bank as an inheritable bank")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--profile", help="configs/<profile>.yaml (default: $APSFT_PROFILE or smoke)")
         p.add_argument("--config", help="path to a profile YAML (wins over --profile)")
         p.set_defaults(handler=handler)
-        if name == "run":
+        if name in ("run", "export-bank"):
             p.add_argument("--store", help="artifact store root (default: .apsft/store/<profile>)")
+        if name == "export-bank":
+            p.add_argument("--out", required=True, help="folder to write index.json and shards/ into")
         if name == "ui":
             p.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)

@@ -4,15 +4,21 @@ import dagster as dg
 
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.task_catalog import task_catalog
-from apsft_dagster.resources import ExperimentResource
+from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
+from apsft_dagster.resources import default_resources
 from apsft_dagster.sensors import sensors
 
-main_job = dg.define_asset_job("main", selection=dg.AssetSelection.all(),
-                               description="Everything built so far, end to end, on the selected profile.")
+# One job per partitioning; `apsft run` runs them in this order (STAGE_JOBS), the partitioned
+# ones as a single run over every partition.
+STAGE_JOBS = [
+    dg.define_asset_job("tasks_and_model_job", selection=[task_catalog, base_model]),
+    dg.define_asset_job("trace_bank_job", selection=[trace_bank]),
+    dg.define_asset_job("trace_bank_index_job", selection=[trace_bank_index]),
+]
 
 defs = dg.Definitions(
-    assets=[task_catalog, base_model],
-    jobs=[main_job],
+    assets=[task_catalog, base_model, trace_bank, trace_bank_index],
+    jobs=STAGE_JOBS,
     sensors=sensors,
-    resources={"experiment": ExperimentResource.from_env()},
+    resources=default_resources(),
 )

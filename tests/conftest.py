@@ -1,4 +1,39 @@
 import sys
 from pathlib import Path
 
+import dagster as dg
+import pytest
+
 sys.path.insert(0, str(Path(__file__).parent))  # tests import their own helpers (solvers.py)
+
+
+def range_tags(keys: list[str]) -> dict:
+    """Tags that make one run cover every partition key (a single-run backfill)."""
+    return {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+
+
+def smoke_resources(store_dir, **experiment_fields):
+    from apsft_dagster.resources import ExperimentResource, GenerationResource
+
+    experiment = ExperimentResource(profile="smoke", store_dir=str(store_dir), **experiment_fields)
+    return {"experiment": experiment, "generator": GenerationResource(experiment=experiment)}
+
+
+@pytest.fixture(scope="session")
+def smoke_run(tmp_path_factory):
+    """The smoke profile materialized in-process, stage by stage, into one store (done once)."""
+    from apsft_dagster.assets.base_model import base_model
+    from apsft_dagster.assets.task_catalog import task_catalog
+    from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
+    from apsft_dagster.core.store import Store
+    from apsft_dagster.partitions import train_task_partitions
+
+    store_dir = tmp_path_factory.mktemp("smoke_store")
+    resources = smoke_resources(store_dir)
+    results = {
+        "tasks_and_model": dg.materialize([task_catalog, base_model], resources=resources),
+        "trace_bank": dg.materialize([trace_bank], resources=resources,
+                                     tags=range_tags(train_task_partitions.get_partition_keys())),
+        "trace_bank_index": dg.materialize([trace_bank_index], resources=resources),
+    }
+    return results, Store(store_dir)

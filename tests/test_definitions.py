@@ -35,9 +35,14 @@ def test_asset_graph_matches_snapshot():
     assert snapshot == json.loads(SNAPSHOT.read_text())
 
 
-def test_definitions_load_with_resources_and_the_main_job():
-    assert defs.resolve_job_def("main") is not None
-    assert isinstance(defs.resources["experiment"], dg.ConfigurableResource)
+def test_definitions_load_with_resources_and_the_stage_jobs():
+    from apsft_dagster.definitions import STAGE_JOBS
+
+    assert [j.name for j in STAGE_JOBS] == ["tasks_and_model_job", "trace_bank_job", "trace_bank_index_job"]
+    assert defs.resolve_job_def("trace_bank_job").partitions_def == train_task_partitions
+    assert defs.resolve_job_def("tasks_and_model_job").partitions_def is None
+    assert {"experiment", "generator"} <= set(defs.resources)
+    assert isinstance(defs.resources["generator"], dg.ConfigurableResource)
 
 
 def test_train_partitions_are_sorted_task_ids_with_contiguous_cells():

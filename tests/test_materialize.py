@@ -9,7 +9,7 @@ import dagster as dg
 import pytest
 
 from apsft_dagster.assets.base_model import REPORT, base_model
-from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
+from apsft_dagster.assets.task_catalog import CATALOG
 from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.model_dir import inspect_model_dir
 from apsft_dagster.core.store import Store
@@ -17,11 +17,9 @@ from apsft_dagster.resources import ExperimentResource
 
 
 @pytest.fixture(scope="module")
-def in_process(tmp_path_factory):
-    store_dir = tmp_path_factory.mktemp("store_in_process")
-    result = dg.materialize([task_catalog, base_model],
-                            resources={"experiment": ExperimentResource(profile="smoke", store_dir=str(store_dir))})
-    return result, Store(store_dir)
+def in_process(smoke_run):
+    results, store = smoke_run
+    return results["tasks_and_model"], store
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +70,7 @@ def test_saved_model_reloads_and_validates_as_a_local_model_directory(in_process
 
 
 def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
+    """task_catalog and base_model, and the trace bank after them (CPU determinism across processes)."""
     _, first = in_process
     proc, second = fresh_process
     assert "check task_catalog:eval_train_firewall passed" in proc.stdout
@@ -81,6 +80,7 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     two = json.loads(second.receipt_path("base_model").read_text())["files"]
     assert one == two and "model.safetensors" in one and "tokenizer.json" in one
     assert first.get_json(REPORT)["sampled_accuracy"] == second.get_json(REPORT)["sampled_accuracy"]
+    assert first.verify("trace_bank/index.json") == second.verify("trace_bank/index.json")
 
 
 def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_process, tmp_path, monkeypatch):

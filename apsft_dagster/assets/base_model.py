@@ -5,10 +5,9 @@ import dagster as dg
 from apsft_dagster.assets.common import OWNERS
 from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
 from apsft_dagster.core.embedded.build import build_embedded
-from apsft_dagster.core.model_dir import inspect_model_dir
+from apsft_dagster.core.model_dir import EMBEDDED_MODEL_DIR, inspect_model_dir
 from apsft_dagster.resources import ExperimentResource
 
-MODEL_DIR = "base_model"
 REPORT = "base_model.json"
 
 
@@ -29,8 +28,8 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
         def fill(out_dir):
             built.update(build_embedded(config, prompts, out_dir, context.log.info))
 
-        fingerprint = store.put_dir(MODEL_DIR, fill)
-        report = {"source": "embedded", "name": config.model.name, "path": str(store.path(MODEL_DIR)),
+        fingerprint = store.put_dir(EMBEDDED_MODEL_DIR, fill)
+        report = {"source": "embedded", "name": config.model.name, "path": str(store.path(EMBEDDED_MODEL_DIR)),
                   "fingerprint": fingerprint, **built}
     report["config_digest"] = config.digest
     store.put_json(REPORT, report)

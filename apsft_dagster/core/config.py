@@ -95,6 +95,9 @@ class LoopThresholds(_Strict):
 
 
 class Harvest(_Strict):
+    backend: Literal["transformers", "vllm"]
+    inherited_index: str | None  # an exported bank's index.json to import before generating
+    inherited_index_sha256: str | None  # the digest that index must have (recorded in advance)
     samples_per_task: int
     sampling: Sampling
     allowance: int
@@ -188,6 +191,8 @@ class Config(_Strict):
             raise ValueError("embedded: required when model.source is 'embedded'")
         if self.model.source == "local" and not self.model.path:
             raise ValueError("model.path: required when model.source is 'local'")
+        if (self.harvest.inherited_index is None) != (self.harvest.inherited_index_sha256 is None):
+            raise ValueError("harvest.inherited_index and harvest.inherited_index_sha256 go together")
         if self.selection.top_k < self.selection.rows_per_task:
             raise ValueError("selection.top_k must be >= selection.rows_per_task")
         return self

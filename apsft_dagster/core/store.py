@@ -165,18 +165,20 @@ class Store:
                     f"{path}: files {changed} differ from the receipt {self.receipt_path(name)}; "
                     "restore them, or delete the directory and its receipt and rematerialize")
             return receipt["sha256"]
-        actual = sha256_file(path)
-        if actual != receipt["sha256"]:
+        return self._match(name, sha256_file(path), receipt["sha256"])
+
+    def _match(self, name: str, actual: str, expected: str) -> str:
+        if actual != expected:
             raise HashMismatchError(
-                f"{path}: SHA-256 is {actual} but its receipt says {receipt['sha256']}; the file changed "
+                f"{self.path(name)}: SHA-256 is {actual} but its receipt says {expected}; the file changed "
                 "after it was written. Restore it, or delete it and its receipt and rematerialize")
         return actual
 
     def get_bytes(self, name: str) -> bytes:
+        """The artifact's bytes, read once and checked against its receipt."""
         receipt = self.receipt(name)
         data = self.path(name).read_bytes()
-        if sha256_bytes(data) != receipt["sha256"]:
-            self.verify(name)  # raises with the full message
+        self._match(name, sha256_bytes(data), receipt["sha256"])
         return data
 
     def get_json(self, name: str) -> object:

@@ -1,5 +1,12 @@
 """Resources chosen per environment in one place."""
 
 from apsft_dagster.resources.experiment import ExperimentResource
+from apsft_dagster.resources.generation import GenerationResource
 
-__all__ = ["ExperimentResource"]
+
+def default_resources() -> dict:
+    experiment = ExperimentResource.from_env()
+    return {"experiment": experiment, "generator": GenerationResource(experiment=experiment)}
+
+
+__all__ = ["ExperimentResource", "GenerationResource", "default_resources"]

@@ -1,0 +1,100 @@
+"""harvest: the task-partitioned trace bank (import + natural-thought harvest) and its rollup."""
+
+import sys
+
+import dagster as dg
+import polars as pl
+from tqdm import tqdm
+
+from apsft_dagster.assets.base_model import base_model
+from apsft_dagster.assets.common import OWNERS, check_result
+from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
+from apsft_dagster.core import trace_audit
+from apsft_dagster.core.bank import TRACE_BANK as BANK
+from apsft_dagster.core.bank import InheritedBank, bank_index, shard_name
+from apsft_dagster.core.errors import HashMismatchError
+from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
+from apsft_dagster.core.store import json_bytes, sha256_bytes
+from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.partitions import train_task_partitions
+from apsft_dagster.resources import ExperimentResource, GenerationResource
+
+
+@dg.asset(
+    partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+    deps=[task_catalog, base_model], group_name="harvest", kinds={"pytorch", "parquet"}, owners=OWNERS,
+)
+def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+               generator: GenerationResource) -> dg.MaterializeResult:
+    """One Parquet shard per train task. Resumable: a verified shard is kept, an inherited one is
+    imported byte for byte, only the rest is generated (the model loads once per run)."""
+    config, store = experiment.config(), experiment.store()
+    keys = context.partition_keys
+    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(keys)).sort("task_id")
+    cfg = config.harvest
+    inherited = InheritedBank(cfg.inherited_index, cfg.inherited_index_sha256) if cfg.inherited_index else None
+    counts = {"kept": 0, "imported": 0, "generated": 0}
+    digests = {}
+    for i, row in enumerate(tqdm(catalog.iter_rows(named=True), total=catalog.height, desc="trace_bank",
+                                 disable=not sys.stderr.isatty())):
+        name = shard_name(BANK, row["task_id"])
+        if store.exists(name):
+            digests[row["task_id"]], how = store.verify(name), "kept"
+        elif inherited is not None and row["task_id"] in inherited:
+            digests[row["task_id"]], how = inherited.import_into(store, BANK, row["task_id"]), "imported"
+        else:
+            engine = generator.engine()
+            task = HarvestTask(row["task_id"], row["family"], row["level"], row["prompt"], row["answer"])
+            shard = harvest_task(engine, engine.tokenizer, task, cfg, config.seeds.experiment)
+            digests[row["task_id"]], how = store.put_parquet(name, shard), "generated"
+            how += f" ({int(shard['eligible'].sum())}/{shard.height} eligible)"
+        counts[how.split()[0]] += 1
+        context.log.info(f"[{i + 1}/{catalog.height}] {row['task_id']}: {how}")
+    return dg.MaterializeResult(
+        metadata={"tasks": catalog.height, **counts},
+        data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))),
+    )
+
+
+INDEX_CHECKS = {
+    "every_task_once": "every configured train task has exactly one shard, and no other task does",
+    "cell_counts": "per-cell task counts equal the config",
+    "hash_parity": "every shard's SHA-256 equals its receipt",
+    "unique_trace_ids": "trace ids are unique across the bank",
+    "min_eligible": "every non-excluded task has at least min_eligible eligible traces",
+}
+
+
+@dg.asset(
+    deps=[trace_bank], group_name="harvest", kinds={"polars", "json"}, owners=OWNERS,
+    check_specs=[dg.AssetCheckSpec(n, asset="trace_bank_index", description=d, blocking=True) for n, d in INDEX_CHECKS.items()],
+)
+def trace_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
+    """The bank index (task -> shard SHA-256) and summary; blocking checks guard every later stage."""
+    config, store = experiment.config(), experiment.store()
+    task_ids = train_task_ids(config)
+    intact, parity = [], []
+    for t in (t for t in task_ids if store.exists(shard_name(BANK, t))):
+        try:
+            store.verify(shard_name(BANK, t))
+            intact.append(t)
+        except HashMismatchError as exc:  # names the shard; reported by the check, not raised
+            parity.append(str(exc))
+    bank = pl.concat([pl.DataFrame(schema=TRACE_SCHEMA)] + [store.get_parquet(shard_name(BANK, t)) for t in intact])
+    summary = trace_audit.summarize(bank)
+    digest = store.put_json(f"{BANK}/index.json", bank_index(store, BANK, intact))
+    store.put_json(f"{BANK}/summary.json", summary)
+    problems = {
+        "every_task_once": trace_audit.check_tasks_present(bank, task_ids),
+        "cell_counts": trace_audit.check_cells(bank, config),
+        "hash_parity": parity,
+        "unique_trace_ids": trace_audit.check_unique_trace_ids(bank),
+        "min_eligible": trace_audit.check_min_eligible(bank, config.harvest.min_eligible),
+    }
+    context.log.info(f"trace bank: {summary}")
+    return dg.MaterializeResult(
+        metadata={**{k: v for k, v in summary.items() if k != "excluded_tasks"},
+                  "excluded_tasks": ", ".join(summary["excluded_tasks"]) or "none", "index_sha256": digest},
+        data_version=dg.DataVersion(digest),
+        check_results=[check_result(name, found) for name, found in problems.items()],
+    )

@@ -1,0 +1,134 @@
+"""The trace bank assets: a full smoke harvest, checks, crash/resume, import and export."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import dagster as dg
+import pytest
+import yaml
+
+from apsft_dagster.assets.trace_bank import BANK, trace_bank, trace_bank_index
+from apsft_dagster.core.bank import InheritedBank, export_bank, shard_name
+from apsft_dagster.core.config import CONFIG_DIR, PROJECT_ROOT
+from apsft_dagster.core.errors import HashMismatchError
+from apsft_dagster.core.store import Store
+from apsft_dagster.partitions import train_task_partitions
+from conftest import range_tags, smoke_resources
+
+KEYS = train_task_partitions.get_partition_keys()
+
+
+def _bank_files(store: Store) -> dict[str, bytes]:
+    return {t: store.path(shard_name(BANK, t)).read_bytes() for t in KEYS}
+
+
+def _store_without_bank(source: Store, target) -> Store:
+    shutil.copytree(source.root, target, ignore=shutil.ignore_patterns(BANK))
+    return Store(target)
+
+
+def test_smoke_harvest_covers_every_task_and_passes_every_check(smoke_run):
+    results, store = smoke_run
+    assert results["trace_bank"].success
+    materialized = {e.partition for e in results["trace_bank"].get_asset_materialization_events()}
+    assert materialized == set(KEYS)  # every train task, in one run
+    index_result = results["trace_bank_index"]
+    checks = {e.check_name: e.passed for e in index_result.get_asset_check_evaluations()}
+    assert checks == {"every_task_once": True, "cell_counts": True, "hash_parity": True,
+                      "unique_trace_ids": True, "min_eligible": True}
+    summary = store.get_json(f"{BANK}/summary.json")
+    assert summary["tasks"] == 18 and summary["traces"] >= 18 * 8
+    assert summary["eligible"] <= summary["natural_closes"] <= summary["traces"]
+    assert summary["continuations"] > 0  # the smoke allowance is short enough to exercise them
+    meta = index_result.get_asset_materialization_events()[0].materialization.metadata
+    assert meta["eligible"].value == summary["eligible"] and meta["traces"].value == summary["traces"]
+
+
+def test_tampered_shard_fails_hash_parity(smoke_run, tmp_path):
+    _, store = smoke_run
+    copy = Store(tmp_path / "s")
+    shutil.copytree(store.root, copy.root)
+    path = copy.path(shard_name(BANK, KEYS[3]))
+    path.write_bytes(path.read_bytes()[:-1] + b"\0")
+    result = dg.materialize([trace_bank_index], resources=smoke_resources(copy.root), raise_on_error=False)
+    checks = {e.check_name: e for e in result.get_asset_check_evaluations()}
+    assert not checks["hash_parity"].passed and not checks["every_task_once"].passed
+    assert KEYS[3] in checks["hash_parity"].metadata["first_problems"].value
+
+
+HARVEST = """
+import dagster as dg, sys
+from apsft_dagster.assets.trace_bank import trace_bank
+from apsft_dagster.partitions import train_task_partitions
+sys.path.insert(0, "tests")
+from conftest import range_tags, smoke_resources
+keys = train_task_partitions.get_partition_keys()
+dg.materialize([trace_bank], resources=smoke_resources(sys.argv[1]), tags=range_tags(keys))
+"""
+
+
+def test_killed_harvest_resumes_to_a_byte_identical_bank(smoke_run, tmp_path):
+    _, reference = smoke_run
+    store = _store_without_bank(reference, tmp_path / "s")
+    env = {**os.environ, "APSFT_PROFILE": "smoke"}
+    proc = subprocess.Popen([sys.executable, "-c", HARVEST, str(store.root)], cwd=PROJECT_ROOT, env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    shards = store.root / BANK / "shards"
+    while time.monotonic() < deadline and len(list(shards.glob("*.receipt.json")) if shards.exists() else []) < 4:
+        time.sleep(0.2)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(list(shards.glob("*.receipt.json")))
+    assert 4 <= done < len(KEYS), "the kill must land mid-harvest"
+    subprocess.run([sys.executable, "-c", HARVEST, str(store.root)], cwd=PROJECT_ROOT, env=env, check=True,
+                   capture_output=True)
+    assert _bank_files(store) == _bank_files(reference)
+    assert not [p for p in shards.iterdir() if ".tmp-" in p.name]  # no partial shard left behind
+
+
+def test_export_import_round_trip_and_refusals(smoke_run, tmp_path):
+    _, reference = smoke_run
+    exported = tmp_path / "inherited"
+    digest = export_bank(reference, BANK, KEYS[:5], exported)
+    bank = InheritedBank(exported / "index.json", digest)
+    assert all(t in bank for t in KEYS[:5]) and KEYS[5] not in bank
+
+    # an inherited bank feeds the asset: 5 tasks imported byte for byte, the rest generated
+    config = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
+    config["harvest"].update(inherited_index=str(exported / "index.json"), inherited_index_sha256=digest)
+    config_path = tmp_path / "inherit.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    store = _store_without_bank(reference, tmp_path / "s")
+    result = dg.materialize([trace_bank], resources=smoke_resources(store.root, config_path=str(config_path)),
+                            tags=range_tags(KEYS))
+    meta = result.get_asset_materialization_events()[0].materialization.metadata
+    assert (meta["imported"].value, meta["generated"].value) == (5, len(KEYS) - 5)
+    assert _bank_files(store) == _bank_files(reference)
+
+
+def test_wrong_index_digest_or_tampered_shard_imports_nothing(smoke_run, tmp_path):
+    _, reference = smoke_run
+    exported = tmp_path / "inherited"
+    digest = export_bank(reference, BANK, KEYS[:3], exported)
+    with pytest.raises(HashMismatchError, match=r"index.json: index SHA-256 is [0-9a-f]{64} but harvest.inherited_index_sha256 records 0{64}"):
+        InheritedBank(exported / "index.json", "0" * 64)
+    shard = exported / "shards" / f"{KEYS[1]}.parquet"
+    shard.write_bytes(shard.read_bytes() + b"x")
+    with pytest.raises(HashMismatchError, match=f"{KEYS[1]}.parquet: shard of inherited task {KEYS[1]}"):
+        InheritedBank(exported / "index.json", digest)
+    # the asset refuses before writing a single shard
+    config = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
+    config["harvest"].update(inherited_index=str(exported / "index.json"), inherited_index_sha256=digest)
+    config_path = tmp_path / "inherit.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    store = _store_without_bank(reference, tmp_path / "s")
+    result = dg.materialize([trace_bank], resources=smoke_resources(store.root, config_path=str(config_path)),
+                            tags=range_tags(KEYS), raise_on_error=False)
+    assert not result.success
+    assert not (store.root / BANK).exists()
