@@ -13,16 +13,19 @@ def range_tags(keys: list[str]) -> dict:
 
 
 def smoke_resources(store_dir, **experiment_fields):
-    from apsft_dagster.resources import ExperimentResource, GenerationResource
+    from apsft_dagster.resources import ExperimentResource, GenerationResource, ScoringResource
 
     experiment = ExperimentResource(profile="smoke", store_dir=str(store_dir), **experiment_fields)
-    return {"experiment": experiment, "generator": GenerationResource(experiment=experiment)}
+    return {"experiment": experiment, "generator": GenerationResource(experiment=experiment),
+            "scorer": ScoringResource(experiment=experiment)}
 
 
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The smoke profile materialized in-process, stage by stage, into one store (done once)."""
     from apsft_dagster.assets.base_model import base_model
+    from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
+    from apsft_dagster.assets.score_bank import parity_gate, score_bank, score_bank_index
     from apsft_dagster.assets.task_catalog import task_catalog
     from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
     from apsft_dagster.core.store import Store
@@ -30,10 +33,10 @@ def smoke_run(tmp_path_factory):
 
     store_dir = tmp_path_factory.mktemp("smoke_store")
     resources = smoke_resources(store_dir)
-    results = {
-        "tasks_and_model": dg.materialize([task_catalog, base_model], resources=resources),
-        "trace_bank": dg.materialize([trace_bank], resources=resources,
-                                     tags=range_tags(train_task_partitions.get_partition_keys())),
-        "trace_bank_index": dg.materialize([trace_bank_index], resources=resources),
-    }
+    every_task = range_tags(train_task_partitions.get_partition_keys())
+    stages = {"tasks_and_model": ([task_catalog, base_model], None), "trace_bank": ([trace_bank], every_task),
+              "trace_bank_index": ([trace_bank_index], None), "parity_gate": ([parity_gate], None),
+              "score_bank": ([score_bank], every_task), "score_bank_index": ([score_bank_index], None),
+              "r1_labels": ([r1_labels], every_task), "r1_labels_index": ([r1_labels_index], None)}
+    results = {name: dg.materialize(assets, resources=resources, tags=tags) for name, (assets, tags) in stages.items()}
     return results, Store(store_dir)

@@ -38,7 +38,9 @@ def test_asset_graph_matches_snapshot():
 def test_definitions_load_with_resources_and_the_stage_jobs():
     from apsft_dagster.definitions import STAGE_JOBS
 
-    assert [j.name for j in STAGE_JOBS] == ["tasks_and_model_job", "trace_bank_job", "trace_bank_index_job"]
+    assert [j.name for j in STAGE_JOBS] == ["tasks_and_model_job", "trace_bank_job", "bank_and_parity_job",
+                                            "score_bank_job", "score_bank_index_job", "r1_labels_job",
+                                            "r1_labels_index_job"]
     assert defs.resolve_job_def("trace_bank_job").partitions_def == train_task_partitions
     assert defs.resolve_job_def("tasks_and_model_job").partitions_def is None
     assert {"experiment", "generator"} <= set(defs.resources)

@@ -70,7 +70,7 @@ def test_saved_model_reloads_and_validates_as_a_local_model_directory(in_process
 
 
 def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
-    """task_catalog and base_model, and the trace bank after them (CPU determinism across processes)."""
+    """Every stage's files, catalog to R1 labels (CPU determinism across processes)."""
     _, first = in_process
     proc, second = fresh_process
     assert "check task_catalog:eval_train_firewall passed" in proc.stdout
@@ -80,7 +80,8 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     two = json.loads(second.receipt_path("base_model").read_text())["files"]
     assert one == two and "model.safetensors" in one and "tokenizer.json" in one
     assert first.get_json(REPORT)["sampled_accuracy"] == second.get_json(REPORT)["sampled_accuracy"]
-    assert first.verify("trace_bank/index.json") == second.verify("trace_bank/index.json")
+    for bank in ("trace_bank", "score_bank", "r1_labels"):  # every shard, via the index of shard hashes
+        assert first.verify(f"{bank}/index.json") == second.verify(f"{bank}/index.json"), bank
 
 
 def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_process, tmp_path, monkeypatch):

@@ -25,3 +25,20 @@ def _markdown(frame: pl.DataFrame) -> str:
     rule = "|" + "---|" * len(frame.columns)
     body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join([header, rule, *body])
+
+
+def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl.DataFrame, list[str]]:
+    """Every present shard of a bank that verifies, concatenated; and the hash-parity problems."""
+    from apsft_dagster.core.bank import shard_name
+    from apsft_dagster.core.errors import HashMismatchError
+
+    frames, parity = [pl.DataFrame(schema=schema)], []
+    for task_id in task_ids:
+        name = shard_name(bank, task_id)
+        if not store.exists(name):
+            continue
+        try:
+            frames.append(store.get_parquet(name))
+        except HashMismatchError as exc:  # names the shard; reported by the check, not raised
+            parity.append(str(exc))
+    return pl.concat(frames), parity

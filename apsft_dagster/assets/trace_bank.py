@@ -7,12 +7,11 @@ import polars as pl
 from tqdm import tqdm
 
 from apsft_dagster.assets.base_model import base_model
-from apsft_dagster.assets.common import OWNERS, check_result
+from apsft_dagster.assets.common import OWNERS, check_result, load_shards
 from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
 from apsft_dagster.core import trace_audit
 from apsft_dagster.core.bank import TRACE_BANK as BANK
 from apsft_dagster.core.bank import InheritedBank, bank_index, shard_name
-from apsft_dagster.core.errors import HashMismatchError
 from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.tasks.splits import train_task_ids
@@ -73,16 +72,9 @@ def trace_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentRe
     """The bank index (task -> shard SHA-256) and summary; blocking checks guard every later stage."""
     config, store = experiment.config(), experiment.store()
     task_ids = train_task_ids(config)
-    intact, parity = [], []
-    for t in (t for t in task_ids if store.exists(shard_name(BANK, t))):
-        try:
-            store.verify(shard_name(BANK, t))
-            intact.append(t)
-        except HashMismatchError as exc:  # names the shard; reported by the check, not raised
-            parity.append(str(exc))
-    bank = pl.concat([pl.DataFrame(schema=TRACE_SCHEMA)] + [store.get_parquet(shard_name(BANK, t)) for t in intact])
+    bank, parity = load_shards(store, BANK, task_ids, TRACE_SCHEMA)
     summary = trace_audit.summarize(bank)
-    digest = store.put_json(f"{BANK}/index.json", bank_index(store, BANK, intact))
+    digest = store.put_json(f"{BANK}/index.json", bank_index(store, BANK, sorted(set(bank["task_id"]))))
     store.put_json(f"{BANK}/summary.json", summary)
     problems = {
         "every_task_once": trace_audit.check_tasks_present(bank, task_ids),

@@ -27,3 +27,7 @@ class CatalogError(ApsftError):
 
 class ModelDirectoryError(ApsftError):
     """A local model directory is missing files or cannot be loaded."""
+
+
+class ParityError(ApsftError):
+    """The fast scoring instrument has not passed the parity gate (fail closed)."""

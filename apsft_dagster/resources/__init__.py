@@ -2,11 +2,13 @@
 
 from apsft_dagster.resources.experiment import ExperimentResource
 from apsft_dagster.resources.generation import GenerationResource
+from apsft_dagster.resources.scoring import ScoringResource
 
 
 def default_resources() -> dict:
     experiment = ExperimentResource.from_env()
-    return {"experiment": experiment, "generator": GenerationResource(experiment=experiment)}
+    return {"experiment": experiment, "generator": GenerationResource(experiment=experiment),
+            "scorer": ScoringResource(experiment=experiment)}
 
 
-__all__ = ["ExperimentResource", "GenerationResource", "default_resources"]
+__all__ = ["ExperimentResource", "GenerationResource", "ScoringResource", "default_resources"]

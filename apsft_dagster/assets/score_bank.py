@@ -1,0 +1,115 @@
+"""parity + score: the gate between instruments, and the task-partitioned score bank."""
+
+import dagster as dg
+import polars as pl
+
+from apsft_dagster.assets.common import OWNERS, check_result, load_shards
+from apsft_dagster.assets.task_catalog import CATALOG
+from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
+from apsft_dagster.core.bank import TRACE_BANK, bank_index, shard_name
+from apsft_dagster.core.harvest import TRACE_SCHEMA
+from apsft_dagster.core.parity import calibration_traces, parity_report, require_parity
+from apsft_dagster.core.protocol import format_answer, format_prompt
+from apsft_dagster.core.score_bank import SCORE_COLUMNS, SCORE_SCHEMA, score_task
+from apsft_dagster.core.scoring import with_gains
+from apsft_dagster.core.store import json_bytes, sha256_bytes
+from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.partitions import train_task_partitions
+from apsft_dagster.resources import ExperimentResource, ScoringResource
+
+SCORE_BANK = "score_bank"
+PARITY = "parity_gate.json"
+
+
+@dg.asset(deps=[trace_bank_index], group_name="score", kinds={"pytorch", "json"}, owners=OWNERS,
+          check_specs=[dg.AssetCheckSpec("within_threshold", asset="parity_gate", blocking=True,
+                                         description="every metric's max |fast - reference| <= the frozen threshold")])
+def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResource, scorer: ScoringResource) -> dg.MaterializeResult:
+    """Both instruments score fixed, task-diverse calibration traces; the receipt is kept either way."""
+    config, store = experiment.config(), experiment.store()
+    bank, _ = load_shards(store, TRACE_BANK, train_task_ids(config), TRACE_SCHEMA)
+    chosen = calibration_traces(bank, config.scoring.calibration_traces, config.seeds.experiment)
+    tasks = {t: (p, a) for t, p, a in store.get_parquet(CATALOG).select("task_id", "prompt", "answer").iter_rows()}
+    scored = {}
+    for name in ("reference", "fast"):
+        instrument = scorer.instrument(name)
+        rows = []
+        for r in chosen.iter_rows(named=True):
+            prompt, answer = tasks[r["task_id"]]
+            x, y = format_prompt(prompt), format_answer(answer)
+            [empty, trace] = instrument.score([(x, "", y), (x, r["text"], y)])
+            rows.append(with_gains(trace, empty))
+        scored[name] = rows
+    report = parity_report(scored["reference"], scored["fast"], config.scoring.parity_threshold)
+    report["calibration_trace_ids"] = chosen["trace_id"].to_list()
+    digest = store.put_json(PARITY, report)
+    context.log.info(f"parity gate {'passed' if report['passed'] else 'FAILED'}: {report['metrics']}")
+    return dg.MaterializeResult(
+        metadata={**{f"max_abs_{m}": v for m, v in report["metrics"].items()}, "passed": report["passed"],
+                  "threshold": report["threshold"], "calibration_traces": report["traces"]},
+        data_version=dg.DataVersion(digest),
+        check_results=[check_result("within_threshold", [] if report["passed"] else [
+            f"{m}: {v:.6f} > {report['threshold']}" for m, v in report["metrics"].items() if v > report["threshold"]])],
+    )
+
+
+@dg.asset(partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+          deps=[parity_gate, trace_bank], group_name="score", kinds={"pytorch", "parquet"}, owners=OWNERS)
+def score_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource, scorer: ScoringResource) -> dg.MaterializeResult:
+    """answer/joint log-likelihoods and gains of every eligible trace, one shard per task."""
+    config, store = experiment.config(), experiment.store()
+    instrument_name = config.scoring.instrument
+    require_parity(store.get_json(PARITY) if store.exists(PARITY) else None, instrument_name)
+    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys)).sort("task_id")
+    digests, scored = {}, 0
+    for i, task in enumerate(catalog.iter_rows(named=True)):
+        name = shard_name(SCORE_BANK, task["task_id"])
+        if store.exists(name):
+            digests[task["task_id"]] = store.verify(name)
+            continue
+        traces = store.get_parquet(shard_name(TRACE_BANK, task["task_id"])).filter("eligible")
+        shard = score_task(scorer.instrument(instrument_name), task["prompt"], task["answer"], traces)
+        digests[task["task_id"]] = store.put_parquet(name, shard)
+        scored += shard.height
+        context.log.info(f"[{i + 1}/{catalog.height}] {task['task_id']}: {shard.height} traces scored")
+    return dg.MaterializeResult(metadata={"tasks": catalog.height, "traces_scored": scored, "instrument": instrument_name},
+                                data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))
+
+
+SCORE_CHECKS = {
+    "every_eligible_scored_once": "each eligible trace has exactly one score row",
+    "no_ineligible_scored": "no ineligible or unknown trace is scored",
+    "finite_values": "every likelihood and gain is finite",
+    "hash_parity": "every score shard's SHA-256 equals its receipt",
+}
+
+
+@dg.asset(deps=[score_bank], group_name="score", kinds={"polars", "json"}, owners=OWNERS,
+          check_specs=[dg.AssetCheckSpec(n, asset="score_bank_index", description=d, blocking=True)
+                       for n, d in SCORE_CHECKS.items()])
+def score_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
+    config, store = experiment.config(), experiment.store()
+    task_ids = train_task_ids(config)
+    traces, _ = load_shards(store, TRACE_BANK, task_ids, TRACE_SCHEMA)
+    scores, parity = load_shards(store, SCORE_BANK, task_ids, SCORE_SCHEMA)
+    once, extra = join_problems(traces.filter("eligible"), scores, "scored")
+    problems = {"hash_parity": parity, "every_eligible_scored_once": once, "no_ineligible_scored": extra}
+    problems["finite_values"] = [f"{t}: non-finite score" for t in scores.filter(
+        ~pl.all_horizontal(pl.col(c).is_finite() for c in SCORE_COLUMNS))["trace_id"].to_list()]
+    digest = store.put_json(f"{SCORE_BANK}/index.json", bank_index(store, SCORE_BANK, sorted(set(scores["task_id"]))))
+    return dg.MaterializeResult(
+        metadata={"traces_scored": scores.height, "tasks": scores["task_id"].n_unique(), "index_sha256": digest,
+                  "mean_answer_gain": float(scores["answer_gain"].mean() or 0.0),
+                  "mean_joint_gain": float(scores["joint_gain"].mean() or 0.0)},
+        data_version=dg.DataVersion(digest),
+        check_results=[check_result(n, problems[n]) for n in SCORE_CHECKS],
+    )
+
+
+def join_problems(expected: pl.DataFrame, derived: pl.DataFrame, verb: str) -> tuple[list[str], list[str]]:
+    """Join on trace id: every expected trace appears exactly once in `derived`, and nothing else does."""
+    keys = expected.select("trace_id")
+    counts = keys.join(derived.group_by("trace_id").len(), on="trace_id", how="left").fill_null(0)
+    once = [f"{t}: {verb} {n} times" for t, n in counts.filter(pl.col("len") != 1).sort("trace_id").iter_rows()]
+    extra = derived.join(keys, on="trace_id", how="anti")["trace_id"].sort().to_list()
+    return once, [f"{t}: {verb} but not expected" for t in extra]

@@ -1,0 +1,46 @@
+"""The parity gate: a fast instrument may score the bank only if it matches the reference.
+
+Calibration traces are chosen from metadata alone (never scores): cells (family, level) are
+visited round-robin in order and each contributes its eligible traces in the order of a seeded
+hash of the trace id, until `n` traces are chosen. For each of answer likelihood, joint
+likelihood, both empty baselines and both gains (mean nats per token), the metric is the max
+absolute difference between the instruments over the calibration traces; the gate passes when
+every metric is <= the frozen threshold.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from apsft_dagster.core.errors import ParityError
+from apsft_dagster.core.seeds import derive_seed
+
+METRICS = ("answer_mean", "joint_mean", "empty_answer_mean", "empty_joint_mean", "answer_gain", "joint_gain")
+
+
+def calibration_traces(bank: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
+    eligible = bank.filter("eligible").with_columns(
+        pl.col("trace_id").map_elements(lambda t: derive_seed(seed, "calibration", t), return_dtype=pl.Int64).alias("_rank"))
+    ranked = eligible.sort("family", "level", "_rank").with_columns(
+        pl.int_range(pl.len()).over("family", "level").alias("_turn"))
+    return ranked.sort("_turn", "family", "level").head(n).drop("_rank", "_turn")
+
+
+def parity_report(reference: list[dict], fast: list[dict], threshold: float) -> dict:
+    metrics = {m: max(abs(r[m] - f[m]) for r, f in zip(reference, fast)) for m in METRICS}
+    worst = max(metrics, key=metrics.get)
+    return {"metrics": metrics, "threshold": threshold, "worst_metric": worst, "worst_value": metrics[worst],
+            "passed": all(v <= threshold for v in metrics.values()), "traces": len(reference)}
+
+
+def require_parity(report: dict | None, instrument: str) -> None:
+    """Fail closed: the fast instrument needs a passed gate; the reference never does."""
+    if instrument == "reference":
+        return
+    if report is None:
+        raise ParityError("scoring.instrument is 'fast' but no parity gate receipt exists; materialize parity_gate first")
+    if not report["passed"]:
+        raise ParityError(
+            f"parity gate failed: {report['worst_metric']} differs by {report['worst_value']:.6f} nats/token "
+            f"(> {report['threshold']}); the fast instrument may not score the bank. Set "
+            "scoring.instrument: reference (a dated amendment) — the threshold is frozen")

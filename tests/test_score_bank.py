@@ -1,0 +1,89 @@
+"""Parity gate, score bank and R1 labels: smoke materialization, fail-closed gate, selection rules."""
+
+import re
+import shutil
+
+import dagster as dg
+import polars as pl
+import pytest
+import yaml
+
+from apsft_dagster.assets.score_bank import PARITY, parity_gate, score_bank
+from apsft_dagster.core.config import CONFIG_DIR
+from apsft_dagster.core.errors import ParityError
+from apsft_dagster.core.instruments import BatchedInstrument
+from apsft_dagster.core.parity import METRICS, calibration_traces, parity_report, require_parity
+from apsft_dagster.core.store import Store
+from apsft_dagster.partitions import train_task_partitions
+from conftest import range_tags, smoke_resources
+
+KEYS = train_task_partitions.get_partition_keys()
+
+
+def test_smoke_materializes_gate_scores_and_rollouts_with_every_check_passing(smoke_run):
+    results, store = smoke_run
+    for stage in ("parity_gate", "score_bank", "score_bank_index", "r1_labels", "r1_labels_index"):
+        assert results[stage].success, stage
+        assert all(e.passed for e in results[stage].get_asset_check_evaluations()), stage
+    checks = {e.check_name for s in ("score_bank_index", "r1_labels_index") for e in results[s].get_asset_check_evaluations()}
+    assert checks == {"every_eligible_scored_once", "no_ineligible_scored", "finite_values", "hash_parity",
+                      "every_scored_rolled_once", "no_unscored_rolled"}
+    gate = results["parity_gate"].get_asset_materialization_events()[0].materialization.metadata
+    assert {f"max_abs_{m}" for m in METRICS} <= set(gate) and gate["passed"].value
+    assert all(gate[f"max_abs_{m}"].value < 1e-3 for m in METRICS)  # same model, CPU float32: padding-only noise
+    scores = pl.concat([store.get_parquet(f"score_bank/shards/{t}.parquet") for t in KEYS])
+    labels = pl.concat([store.get_parquet(f"r1_labels/shards/{t}.parquet") for t in KEYS])
+    assert scores["trace_id"].sort().to_list() == labels["trace_id"].sort().to_list()
+    assert (scores["instrument"] == "reference").all()
+    assert scores["answer_gain"].std() > 0 and scores["joint_gain"].std() > 0  # traces differ in quality
+    assert 0 < labels["success"].sum() < labels.height
+
+
+def test_calibration_is_chosen_from_metadata_round_robin_over_cells():
+    bank = pl.DataFrame({"trace_id": [f"{f}-L{lv}/{i}" for f in "ab" for lv in (1, 2) for i in range(5)],
+                         "family": [f for f in "ab" for _ in range(10)],
+                         "level": [lv for _ in "ab" for lv in (1, 2) for _ in range(5)],
+                         "eligible": [i != 0 for _ in range(4) for i in range(5)]})
+    chosen = calibration_traces(bank, 6, seed=42)
+    assert chosen.height == 6 and chosen["eligible"].all()
+    cells = list(zip(chosen["family"], chosen["level"]))
+    assert cells[:4] == [("a", 1), ("a", 2), ("b", 1), ("b", 2)]  # one per cell before any cell repeats
+    assert chosen.equals(calibration_traces(bank.reverse(), 6, seed=42))  # order-independent
+
+
+def test_parity_report_and_fail_closed():
+    ref = [{m: 0.0 for m in METRICS}, {m: 1.0 for m in METRICS}]
+    fast = [{m: 0.1 for m in METRICS}, {**{m: 1.0 for m in METRICS}, "joint_gain": 1.4}]
+    report = parity_report(ref, fast, 0.15)
+    assert report["metrics"]["joint_gain"] == pytest.approx(0.4) and report["metrics"]["answer_mean"] == pytest.approx(0.1)
+    assert not report["passed"] and report["worst_metric"] == "joint_gain"
+    with pytest.raises(ParityError, match=r"joint_gain differs by 0\.400000 nats/token \(> 0\.15\)"):
+        require_parity(report, "fast")
+    require_parity(report, "reference")  # the reference instrument never needs the gate
+    with pytest.raises(ParityError, match="no parity gate receipt"):
+        require_parity(None, "fast")
+
+
+def test_forced_parity_failure_blocks_fast_scoring(smoke_run, tmp_path, monkeypatch):
+    _, reference = smoke_run
+    store = Store(tmp_path / "s")
+    shutil.copytree(reference.root, store.root, ignore=shutil.ignore_patterns("score_bank", "r1_labels", PARITY + "*"))
+    original = BatchedInstrument.score
+    monkeypatch.setattr(BatchedInstrument, "score", lambda self, items: [
+        {**r, "answer_logprob": r["answer_logprob"] + 0.5 * r["n_answer_tokens"]} for r in original(self, items)])
+    config = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
+    config["scoring"]["instrument"] = "fast"
+    path = tmp_path / "fast.yaml"
+    path.write_text(yaml.safe_dump(config))
+    resources = smoke_resources(store.root, config_path=str(path))
+
+    gate = dg.materialize([parity_gate], resources=resources, raise_on_error=False)
+    [check] = gate.get_asset_check_evaluations()
+    assert not check.passed and re.search(r"answer_mean: 0\.5000\d+ > 0\.15", check.metadata["first_problems"].value)
+    assert store.get_json(PARITY)["passed"] is False  # the failed receipt is kept
+
+    scored = dg.materialize([score_bank], resources=resources, tags=range_tags(KEYS), raise_on_error=False)
+    assert not scored.success
+    failure = next(e for e in scored.all_events if e.event_type_value == "STEP_FAILURE")
+    assert re.search(r"ParityError: parity gate failed: \w+_mean differs by 0\.5000\d+", failure.event_specific_data.error.to_string())
+    assert not (store.root / "score_bank").exists()
