@@ -7,6 +7,19 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # tests import their own helpers (solvers.py)
 
 
+def variant_config(tmp_path, edit, base: str = "smoke") -> Path:
+    """A copy of a profile with `edit(raw_dict)` applied, written to tmp_path/variant.yaml."""
+    import yaml
+
+    from apsft_dagster.core.config import CONFIG_DIR
+
+    raw = yaml.safe_load((CONFIG_DIR / f"{base}.yaml").read_text())
+    edit(raw)
+    path = Path(tmp_path) / "variant.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
 def range_tags(keys: list[str]) -> dict:
     """Tags that make one run cover every partition key (a single-run backfill)."""
     return {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}

@@ -1,21 +1,12 @@
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-import yaml
 
-from apsft_dagster.core.config import CONFIG_DIR, load_config
+from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import ConfigError
-
-
-def _variant(tmp_path: Path, edit, base: str = "smoke") -> Path:
-    raw = yaml.safe_load((CONFIG_DIR / f"{base}.yaml").read_text())
-    edit(raw)
-    path = tmp_path / "variant.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    return path
+from conftest import variant_config
 
 
 def test_full_profile_carries_the_seed_numbers(tmp_path, monkeypatch):
@@ -38,8 +29,8 @@ def test_full_profile_carries_the_seed_numbers(tmp_path, monkeypatch):
 
 def test_digest_is_canonical_and_sensitive(tmp_path):
     smoke = load_config("smoke")
-    assert smoke.digest == load_config(path=_variant(tmp_path, lambda r: None)).digest
-    other = load_config(path=_variant(tmp_path, lambda r: r["selection"].update(band=0.3)))
+    assert smoke.digest == load_config(path=variant_config(tmp_path, lambda r: None)).digest
+    other = load_config(path=variant_config(tmp_path, lambda r: r["selection"].update(band=0.3)))
     assert other.digest != smoke.digest
 
 
@@ -54,7 +45,7 @@ def test_digest_is_canonical_and_sensitive(tmp_path):
 ])
 def test_bad_config_names_the_field(tmp_path, edit, message):
     with pytest.raises(ConfigError, match=message) as info:
-        load_config(path=_variant(tmp_path, edit))
+        load_config(path=variant_config(tmp_path, edit))
     assert "variant.yaml" in str(info.value)
 
 
@@ -70,7 +61,7 @@ def test_unknown_profile_lists_the_known_ones():
 
 
 def test_cli_rejects_a_bad_config_before_writing_anything(tmp_path):
-    bad = _variant(tmp_path, lambda r: r["selection"].update(top_k=1.5))
+    bad = variant_config(tmp_path, lambda r: r["selection"].update(top_k=1.5))
     store, home = tmp_path / "store", tmp_path / "home"
     env = {**os.environ, "APSFT_STATE_DIR": str(home)}
     proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--config", str(bad), "--store", str(store)],

@@ -6,16 +6,14 @@ import shutil
 import dagster as dg
 import polars as pl
 import pytest
-import yaml
 
 from apsft_dagster.assets.score_bank import PARITY, parity_gate, score_bank
-from apsft_dagster.core.config import CONFIG_DIR
 from apsft_dagster.core.errors import ParityError
 from apsft_dagster.core.instruments import BatchedInstrument
 from apsft_dagster.core.parity import METRICS, calibration_traces, parity_report, require_parity
 from apsft_dagster.core.store import Store
 from apsft_dagster.partitions import train_task_partitions
-from conftest import range_tags, smoke_resources
+from conftest import range_tags, smoke_resources, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 
@@ -71,10 +69,7 @@ def test_forced_parity_failure_blocks_fast_scoring(smoke_run, tmp_path, monkeypa
     original = BatchedInstrument.score
     monkeypatch.setattr(BatchedInstrument, "score", lambda self, items: [
         {**r, "answer_logprob": r["answer_logprob"] + 0.5 * r["n_answer_tokens"]} for r in original(self, items)])
-    config = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
-    config["scoring"]["instrument"] = "fast"
-    path = tmp_path / "fast.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path = variant_config(tmp_path, lambda raw: raw["scoring"].update(instrument="fast"))
     resources = smoke_resources(store.root, config_path=str(path))
 
     gate = dg.materialize([parity_gate], resources=resources, raise_on_error=False)

@@ -10,15 +10,14 @@ import time
 
 import dagster as dg
 import pytest
-import yaml
 
 from apsft_dagster.assets.trace_bank import BANK, trace_bank, trace_bank_index
 from apsft_dagster.core.bank import InheritedBank, export_bank, shard_name
-from apsft_dagster.core.config import CONFIG_DIR, PROJECT_ROOT
+from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError
 from apsft_dagster.core.store import Store
 from apsft_dagster.partitions import train_task_partitions
-from conftest import range_tags, smoke_resources
+from conftest import range_tags, smoke_resources, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 
@@ -66,7 +65,7 @@ import dagster as dg, sys
 from apsft_dagster.assets.trace_bank import trace_bank
 from apsft_dagster.partitions import train_task_partitions
 sys.path.insert(0, "tests")
-from conftest import range_tags, smoke_resources
+from conftest import range_tags, smoke_resources, variant_config
 keys = train_task_partitions.get_partition_keys()
 dg.materialize([trace_bank], resources=smoke_resources(sys.argv[1]), tags=range_tags(keys))
 """
@@ -100,10 +99,8 @@ def test_export_import_round_trip_and_refusals(smoke_run, tmp_path):
     assert all(t in bank for t in KEYS[:5]) and KEYS[5] not in bank
 
     # an inherited bank feeds the asset: 5 tasks imported byte for byte, the rest generated
-    config = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
-    config["harvest"].update(inherited_index=str(exported / "index.json"), inherited_index_sha256=digest)
-    config_path = tmp_path / "inherit.yaml"
-    config_path.write_text(yaml.safe_dump(config))
+    config_path = variant_config(tmp_path, lambda raw: raw["harvest"].update(
+        inherited_index=str(exported / "index.json"), inherited_index_sha256=digest))
     store = _store_without_bank(reference, tmp_path / "s")
     result = dg.materialize([trace_bank], resources=smoke_resources(store.root, config_path=str(config_path)),
                             tags=range_tags(KEYS))
@@ -123,10 +120,8 @@ def test_wrong_index_digest_or_tampered_shard_imports_nothing(smoke_run, tmp_pat
     with pytest.raises(HashMismatchError, match=f"{KEYS[1]}.parquet: shard of inherited task {KEYS[1]}"):
         InheritedBank(exported / "index.json", digest)
     # the asset refuses before writing a single shard
-    config = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())
-    config["harvest"].update(inherited_index=str(exported / "index.json"), inherited_index_sha256=digest)
-    config_path = tmp_path / "inherit.yaml"
-    config_path.write_text(yaml.safe_dump(config))
+    config_path = variant_config(tmp_path, lambda raw: raw["harvest"].update(
+        inherited_index=str(exported / "index.json"), inherited_index_sha256=digest))
     store = _store_without_bank(reference, tmp_path / "s")
     result = dg.materialize([trace_bank], resources=smoke_resources(store.root, config_path=str(config_path)),
                             tags=range_tags(KEYS), raise_on_error=False)

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import sys
+from collections import Counter
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
+from tqdm import tqdm
 
 OWNERS = ["team:apsft"]
 
@@ -42,3 +47,27 @@ def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl
         except HashMismatchError as exc:  # names the shard; reported by the check, not raised
             parity.append(str(exc))
     return pl.concat(frames), parity
+
+
+def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
+                make: Callable[[dict, str], tuple[str, str]]) -> dg.MaterializeResult:
+    """The resumable per-task loop of every task-partitioned bank.
+
+    A shard that exists and verifies is kept; otherwise `make(task_row, shard_name)` writes it
+    through the store and returns (digest, what it did). Shards are atomic, so a killed run leaves
+    none half-written and a rerun picks up where it stopped. Progress goes to the Dagster log and,
+    in a terminal, to a progress bar.
+    """
+    from apsft_dagster.core.bank import shard_name
+    from apsft_dagster.core.store import json_bytes, sha256_bytes
+
+    digests, counts = {}, Counter()
+    rows = tasks.sort("task_id").iter_rows(named=True)
+    for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
+        name = shard_name(bank, task["task_id"])
+        digest, note = (store.verify(name), "kept") if store.exists(name) else make(task, name)
+        digests[task["task_id"]] = digest
+        counts[note.split()[0]] += 1
+        context.log.info(f"[{i + 1}/{tasks.height}] {task['task_id']}: {note}")
+    return dg.MaterializeResult(metadata={"tasks": tasks.height, **counts},
+                                data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))

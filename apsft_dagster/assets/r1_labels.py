@@ -3,13 +3,12 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, check_result, load_shards
+from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.score_bank import SCORE_BANK, join_problems, score_bank, score_bank_index
 from apsft_dagster.assets.task_catalog import CATALOG
 from apsft_dagster.core.bank import TRACE_BANK, bank_index, shard_name
 from apsft_dagster.core.rollouts import R1_SCHEMA, r1_rollouts
 from apsft_dagster.core.score_bank import SCORE_SCHEMA
-from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
@@ -23,22 +22,16 @@ def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
               generator: GenerationResource) -> dg.MaterializeResult:
     """Continue x + z + b once per scored trace (rollouts.sampling), parse, label success."""
     config, store = experiment.config(), experiment.store()
-    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys)).sort("task_id")
-    digests, successes, rolled = {}, 0, 0
-    for i, task in enumerate(catalog.iter_rows(named=True)):
-        name = shard_name(R1_BANK, task["task_id"])
-        if store.exists(name):
-            digests[task["task_id"]] = store.verify(name)
-            continue
+
+    def make(task: dict, name: str) -> tuple[str, str]:
         scored = store.get_parquet(shard_name(SCORE_BANK, task["task_id"])).select("trace_id")
         traces = store.get_parquet(shard_name(TRACE_BANK, task["task_id"])).join(scored, on="trace_id", how="semi")
         shard = r1_rollouts(generator.engine(), task["prompt"], task["answer"], traces, config.rollouts,
                             config.seeds.experiment)
-        digests[task["task_id"]] = store.put_parquet(name, shard)
-        successes, rolled = successes + int(shard["success"].sum()), rolled + shard.height
-        context.log.info(f"[{i + 1}/{catalog.height}] {task['task_id']}: {int(shard['success'].sum())}/{shard.height} successful")
-    return dg.MaterializeResult(metadata={"tasks": catalog.height, "rollouts": rolled, "successes": successes},
-                                data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))
+        return store.put_parquet(name, shard), f"rolled out ({int(shard['success'].sum())}/{shard.height} successful)"
+
+    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    return fill_shards(context, store, R1_BANK, catalog, make)
 
 
 R1_CHECKS = {

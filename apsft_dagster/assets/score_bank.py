@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, check_result, load_shards
+from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.task_catalog import CATALOG
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import TRACE_BANK, bank_index, shard_name
@@ -12,7 +12,6 @@ from apsft_dagster.core.parity import calibration_traces, parity_report, require
 from apsft_dagster.core.protocol import format_answer, format_prompt
 from apsft_dagster.core.score_bank import SCORE_COLUMNS, SCORE_SCHEMA, score_task
 from apsft_dagster.core.scoring import with_gains
-from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, ScoringResource
@@ -58,22 +57,15 @@ def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResourc
 def score_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource, scorer: ScoringResource) -> dg.MaterializeResult:
     """answer/joint log-likelihoods and gains of every eligible trace, one shard per task."""
     config, store = experiment.config(), experiment.store()
-    instrument_name = config.scoring.instrument
-    require_parity(store.get_json(PARITY) if store.exists(PARITY) else None, instrument_name)
-    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys)).sort("task_id")
-    digests, scored = {}, 0
-    for i, task in enumerate(catalog.iter_rows(named=True)):
-        name = shard_name(SCORE_BANK, task["task_id"])
-        if store.exists(name):
-            digests[task["task_id"]] = store.verify(name)
-            continue
+    require_parity(store.get_json(PARITY) if store.exists(PARITY) else None, config.scoring.instrument)
+
+    def make(task: dict, name: str) -> tuple[str, str]:
         traces = store.get_parquet(shard_name(TRACE_BANK, task["task_id"])).filter("eligible")
-        shard = score_task(scorer.instrument(instrument_name), task["prompt"], task["answer"], traces)
-        digests[task["task_id"]] = store.put_parquet(name, shard)
-        scored += shard.height
-        context.log.info(f"[{i + 1}/{catalog.height}] {task['task_id']}: {shard.height} traces scored")
-    return dg.MaterializeResult(metadata={"tasks": catalog.height, "traces_scored": scored, "instrument": instrument_name},
-                                data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))
+        shard = score_task(scorer.instrument(config.scoring.instrument), task["prompt"], task["answer"], traces)
+        return store.put_parquet(name, shard), f"scored ({shard.height} traces, {config.scoring.instrument})"
+
+    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    return fill_shards(context, store, SCORE_BANK, catalog, make)
 
 
 SCORE_CHECKS = {

@@ -1,19 +1,15 @@
 """harvest: the task-partitioned trace bank (import + natural-thought harvest) and its rollup."""
 
-import sys
-
 import dagster as dg
 import polars as pl
-from tqdm import tqdm
 
 from apsft_dagster.assets.base_model import base_model
-from apsft_dagster.assets.common import OWNERS, check_result, load_shards
+from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
 from apsft_dagster.core import trace_audit
 from apsft_dagster.core.bank import TRACE_BANK as BANK
-from apsft_dagster.core.bank import InheritedBank, bank_index, shard_name
+from apsft_dagster.core.bank import InheritedBank, bank_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
-from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
@@ -28,31 +24,19 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
     """One Parquet shard per train task. Resumable: a verified shard is kept, an inherited one is
     imported byte for byte, only the rest is generated (the model loads once per run)."""
     config, store = experiment.config(), experiment.store()
-    keys = context.partition_keys
-    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(keys)).sort("task_id")
     cfg = config.harvest
     inherited = InheritedBank(cfg.inherited_index, cfg.inherited_index_sha256) if cfg.inherited_index else None
-    counts = {"kept": 0, "imported": 0, "generated": 0}
-    digests = {}
-    for i, row in enumerate(tqdm(catalog.iter_rows(named=True), total=catalog.height, desc="trace_bank",
-                                 disable=not sys.stderr.isatty())):
-        name = shard_name(BANK, row["task_id"])
-        if store.exists(name):
-            digests[row["task_id"]], how = store.verify(name), "kept"
-        elif inherited is not None and row["task_id"] in inherited:
-            digests[row["task_id"]], how = inherited.import_into(store, BANK, row["task_id"]), "imported"
-        else:
-            engine = generator.engine()
-            task = HarvestTask(row["task_id"], row["family"], row["level"], row["prompt"], row["answer"])
-            shard = harvest_task(engine, engine.tokenizer, task, cfg, config.seeds.experiment)
-            digests[row["task_id"]], how = store.put_parquet(name, shard), "generated"
-            how += f" ({int(shard['eligible'].sum())}/{shard.height} eligible)"
-        counts[how.split()[0]] += 1
-        context.log.info(f"[{i + 1}/{catalog.height}] {row['task_id']}: {how}")
-    return dg.MaterializeResult(
-        metadata={"tasks": catalog.height, **counts},
-        data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))),
-    )
+
+    def make(row: dict, name: str) -> tuple[str, str]:
+        if inherited is not None and row["task_id"] in inherited:
+            return inherited.import_into(store, BANK, row["task_id"]), "imported"
+        engine = generator.engine()
+        task = HarvestTask(row["task_id"], row["family"], row["level"], row["prompt"], row["answer"])
+        shard = harvest_task(engine, engine.tokenizer, task, cfg, config.seeds.experiment)
+        return store.put_parquet(name, shard), f"generated ({int(shard['eligible'].sum())}/{shard.height} eligible)"
+
+    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    return fill_shards(context, store, BANK, catalog, make)
 
 
 INDEX_CHECKS = {
