@@ -31,3 +31,7 @@ class ModelDirectoryError(ApsftError):
 
 class ParityError(ApsftError):
     """The fast scoring instrument has not passed the parity gate (fail closed)."""
+
+
+class BalanceError(ApsftError):
+    """An arm would break the balanced design (rows per task, per cell, per arm): fail closed."""

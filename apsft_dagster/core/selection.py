@@ -1,0 +1,155 @@
+"""The six SFT arms, two rows per retained task (SPEC "Selection").
+
+Public API: `select_arms(candidates, *, seed, top_k=12, band=0.25)`.
+
+Structural distance (potential arms). A thought's *skeleton* is the set of its non-empty lines
+with every run of digits replaced by `#` and whitespace collapsed. The distance between two
+thoughts is the pair (1 - Jaccard similarity of their skeletons, |difference in line counts|),
+compared lexicographically: first how many step shapes differ, then how differently long the
+step lists are. Ties go to the better-ranked trace. It never looks at length in tokens, so the
+potential arms never reward brevity.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+import polars as pl
+
+from apsft_dagster.core.assignment import InfeasibleAssignmentError, min_cost_assignment
+from apsft_dagster.core.errors import BalanceError
+from apsft_dagster.core.seeds import derive_seed
+
+ARMS = ("answer_potential", "joint_potential", "random_natural", "success_rft", "shortest_natural", "potential_shuffle")
+ROWS_PER_TASK = 2
+
+
+def skeleton(thought: str) -> frozenset[str]:
+    return frozenset(re.sub(r"\s+", " ", re.sub(r"\d+", "#", line)).strip() for line in thought.splitlines() if line.strip())
+
+
+def structural_distance(a: str, b: str) -> tuple[float, int]:
+    sa, sb = skeleton(a), skeleton(b)
+    union = sa | sb
+    jaccard = len(sa & sb) / len(union) if union else 1.0
+    lines = abs(len([x for x in a.splitlines() if x.strip()]) - len([x for x in b.splitlines() if x.strip()]))
+    return (1.0 - jaccard, lines)
+
+
+def _row(arm: str, target: dict, source: dict, mode: str, gap: float) -> dict:
+    return {"arm": arm, "task_id": target["task_id"], "family": target["family"], "level": target["level"],
+            "source_task_id": source["task_id"], "source_trace_id": source["trace_id"], "mode": mode, "gap": gap,
+            "n_thought_tokens": source["n_thought_tokens"], "thought": source["thought"]}
+
+
+def potential_rows(arm: str, traces: list[dict], score: str, top_k: int, band: float) -> list[dict]:
+    """Best by `score` (ties by trace id), then the most distant in-band member of the top k, else the second."""
+    top = sorted(traces, key=lambda t: (-t[score], t["trace_id"]))[:top_k]
+    best = top[0]
+    in_band = [t for t in top[1:] if best[score] - t[score] <= band]
+    if in_band:
+        second = max(in_band, key=lambda t: (structural_distance(best["thought"], t["thought"]), -top.index(t)))
+        mode = "near_best_diverse"
+    else:
+        second, mode = top[1], "fallback_second"
+    return [_row(arm, best, best, "best", 0.0), _row(arm, best, second, mode, best[score] - second[score])]
+
+
+def _nearest(pool: list[dict], length: int, key) -> dict:
+    return min(pool, key=lambda t: (abs(t["n_thought_tokens"] - length), key(t)))
+
+
+def random_rows(traces: list[dict], answer: list[dict], seed: int) -> list[dict]:
+    """Per answer row: the eligible trace nearest its length, not picked by the answer arm or this arm."""
+    used_by_answer = {r["source_trace_id"] for r in answer}
+    taken: set[str] = set()
+    rows = []
+    for a in answer:
+        pool = [t for t in traces if t["trace_id"] not in used_by_answer | taken]
+        mode = "length_matched"
+        if not pool:  # a task with exactly two eligible traces, both in the answer arm
+            pool, mode = [t for t in traces if t["trace_id"] not in taken], "fallback_answer_overlap"
+        pick = _nearest(pool, a["n_thought_tokens"], lambda t: derive_seed(seed, "random_natural", t["trace_id"]))
+        taken.add(pick["trace_id"])
+        rows.append(_row("random_natural", a, pick, mode, 0.0))
+    return rows
+
+
+def success_rows(by_task: dict[str, list[dict]], answer: list[dict], target_rows: int) -> list[dict]:
+    """R1-successful traces nearest each answer length (up to two per task), then round-robin repeats."""
+    base, taken = [], set()
+    for a in answer:
+        pool = [t for t in by_task[a["task_id"]] if t["r1_success"] and t["trace_id"] not in taken]
+        if pool:
+            pick = _nearest(pool, a["n_thought_tokens"], lambda t: t["trace_id"])
+            taken.add(pick["trace_id"])
+            base.append(_row("success_rft", pick, pick, "nearest_success", 0.0))
+    if not base:
+        raise BalanceError("success_rft: no R1-successful eligible trace in any retained task; the arm cannot be built")
+    repeats = [{**base[i % len(base)], "mode": "repeat"} for i in range(target_rows - len(base))]
+    return base + repeats
+
+
+def shuffle_rows(answer: list[dict]) -> list[dict]:
+    """Within (family, level): the answer multiset onto the answer slots, minimum total length gap,
+    never a trace on its own task. Target fields describe the slot; `source_*` the trained trace."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for a in answer:
+        groups[(a["family"], a["level"])].append(a)
+    rows = []
+    for (family, level), slots in sorted(groups.items()):
+        cost = [[None if s["task_id"] == src["task_id"] else abs(s["n_thought_tokens"] - src["n_thought_tokens"])
+                 for src in slots] for s in slots]
+        try:
+            col = min_cost_assignment(cost)
+        except InfeasibleAssignmentError as exc:
+            raise BalanceError(f"potential_shuffle: ({family}, L{level}) has no assignment that keeps every "
+                               f"trace off its own task ({len(slots)} slots)") from exc
+        for i, (slot, j) in enumerate(zip(slots, col)):
+            src = slots[j]
+            rows.append({**_row("potential_shuffle", slot, {"task_id": src["source_task_id"],
+                                                            "trace_id": src["source_trace_id"],
+                                                            "n_thought_tokens": src["n_thought_tokens"],
+                                                            "thought": src["thought"]}, "shuffle", src["gap"]),
+                         "target_trace_id": slot["source_trace_id"], "source_mode": src["mode"],
+                         "length_cost": cost[i][j]})
+    return rows
+
+
+def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: float = 0.25) -> dict[str, pl.DataFrame]:
+    """Input columns: task_id, family, level, trace_id, thought, n_thought_tokens, eligible,
+    answer_gain, joint_gain, r1_success. Tasks with fewer than two eligible traces are excluded
+    from every arm alike. Returns one frame per arm; raises BalanceError before returning if any
+    arm breaks two rows per retained task (success_rft: the same total)."""
+    by_task: dict[str, list[dict]] = defaultdict(list)
+    for t in candidates.filter("eligible").sort("task_id", "trace_id").to_dicts():
+        by_task[t["task_id"]].append(t)
+    retained = sorted(t for t, rows in by_task.items() if len(rows) >= ROWS_PER_TASK)
+    arms: dict[str, list[dict]] = {arm: [] for arm in ARMS}
+    for task in retained:
+        traces = by_task[task]
+        answer = potential_rows("answer_potential", traces, "answer_gain", top_k, band)
+        arms["answer_potential"] += answer
+        arms["joint_potential"] += potential_rows("joint_potential", traces, "joint_gain", top_k, band)
+        arms["random_natural"] += random_rows(traces, answer, seed)
+        shortest = sorted(traces, key=lambda t: (t["n_thought_tokens"], t["trace_id"]))[:ROWS_PER_TASK]
+        arms["shortest_natural"] += [_row("shortest_natural", t, t, "shortest", 0.0) for t in shortest]
+    arms["success_rft"] = success_rows(by_task, arms["answer_potential"], ROWS_PER_TASK * len(retained))
+    arms["potential_shuffle"] = shuffle_rows(arms["answer_potential"])
+    frames = {arm: pl.DataFrame(rows, infer_schema_length=None) for arm, rows in arms.items()}
+    _assert_balance(frames, retained)
+    return frames
+
+
+def _assert_balance(frames: dict[str, pl.DataFrame], retained: list[str]) -> None:
+    want = ROWS_PER_TASK * len(retained)
+    for arm, frame in frames.items():
+        if frame.height != want:
+            raise BalanceError(f"{arm}: {frame.height} rows, expected {want} (2 x {len(retained)} retained tasks)")
+        if arm == "success_rft":
+            continue
+        per_task = dict(frame.group_by("task_id").len().iter_rows())
+        bad = sorted(t for t in retained if per_task.get(t) != ROWS_PER_TASK)
+        if bad or set(per_task) != set(retained):
+            raise BalanceError(f"{arm}: tasks {bad[:5]} do not hold exactly {ROWS_PER_TASK} rows")
