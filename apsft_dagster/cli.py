@@ -35,14 +35,13 @@ def run(args: argparse.Namespace) -> int:
     import dagster as dg
 
     from apsft_dagster.definitions import STAGE_JOBS, defs
+    from apsft_dagster.partitions import single_run_tags
 
     instance = dg.DagsterInstance.get()
     for stage in STAGE_JOBS:
         job = defs.resolve_job_def(stage.name)
-        tags = {}
-        if job.partitions_def is not None:  # one run over every partition (single-run backfill)
-            keys = job.partitions_def.get_partition_keys()
-            tags = {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
+        partitioned = job.partitions_def is not None  # then one run over every partition
+        tags = single_run_tags(job.partitions_def.get_partition_keys()) if partitioned else {}
         result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
         if not _report(stage.name, result):
             return 1

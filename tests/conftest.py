@@ -20,11 +20,6 @@ def variant_config(tmp_path, edit, base: str = "smoke") -> Path:
     return path
 
 
-def range_tags(keys: list[str]) -> dict:
-    """Tags that make one run cover every partition key (a single-run backfill)."""
-    return {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}
-
-
 def smoke_resources(store_dir, **experiment_fields):
     from apsft_dagster.resources import ExperimentResource, GenerationResource, ScoringResource
 
@@ -42,11 +37,11 @@ def smoke_run(tmp_path_factory):
     from apsft_dagster.assets.task_catalog import task_catalog
     from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
     from apsft_dagster.core.store import Store
-    from apsft_dagster.partitions import train_task_partitions
+    from apsft_dagster.partitions import single_run_tags, train_task_partitions
 
     store_dir = tmp_path_factory.mktemp("smoke_store")
     resources = smoke_resources(store_dir)
-    every_task = range_tags(train_task_partitions.get_partition_keys())
+    every_task = single_run_tags(train_task_partitions.get_partition_keys())
     stages = {"tasks_and_model": ([task_catalog, base_model], None), "trace_bank": ([trace_bank], every_task),
               "trace_bank_index": ([trace_bank_index], None), "parity_gate": ([parity_gate], None),
               "score_bank": ([score_bank], every_task), "score_bank_index": ([score_bank_index], None),

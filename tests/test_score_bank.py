@@ -12,8 +12,8 @@ from apsft_dagster.core.errors import ParityError
 from apsft_dagster.core.instruments import BatchedInstrument
 from apsft_dagster.core.parity import METRICS, calibration_traces, parity_report, require_parity
 from apsft_dagster.core.store import Store
-from apsft_dagster.partitions import train_task_partitions
-from conftest import range_tags, smoke_resources, variant_config
+from apsft_dagster.partitions import single_run_tags, train_task_partitions
+from conftest import smoke_resources, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 
@@ -77,7 +77,7 @@ def test_forced_parity_failure_blocks_fast_scoring(smoke_run, tmp_path, monkeypa
     assert not check.passed and re.search(r"answer_mean: 0\.5000\d+ > 0\.15", check.metadata["first_problems"].value)
     assert store.get_json(PARITY)["passed"] is False  # the failed receipt is kept
 
-    scored = dg.materialize([score_bank], resources=resources, tags=range_tags(KEYS), raise_on_error=False)
+    scored = dg.materialize([score_bank], resources=resources, tags=single_run_tags(KEYS), raise_on_error=False)
     assert not scored.success
     failure = next(e for e in scored.all_events if e.event_type_value == "STEP_FAILURE")
     assert re.search(r"ParityError: parity gate failed: \w+_mean differs by 0\.5000\d+", failure.event_specific_data.error.to_string())

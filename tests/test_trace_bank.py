@@ -16,8 +16,8 @@ from apsft_dagster.core.bank import InheritedBank, export_bank, shard_name
 from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError
 from apsft_dagster.core.store import Store
-from apsft_dagster.partitions import train_task_partitions
-from conftest import range_tags, smoke_resources, variant_config
+from apsft_dagster.partitions import single_run_tags, train_task_partitions
+from conftest import smoke_resources, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 
@@ -63,11 +63,11 @@ def test_tampered_shard_fails_hash_parity(smoke_run, tmp_path):
 HARVEST = """
 import dagster as dg, sys
 from apsft_dagster.assets.trace_bank import trace_bank
-from apsft_dagster.partitions import train_task_partitions
+from apsft_dagster.partitions import single_run_tags, train_task_partitions
 sys.path.insert(0, "tests")
-from conftest import range_tags, smoke_resources, variant_config
+from conftest import smoke_resources, variant_config
 keys = train_task_partitions.get_partition_keys()
-dg.materialize([trace_bank], resources=smoke_resources(sys.argv[1]), tags=range_tags(keys))
+dg.materialize([trace_bank], resources=smoke_resources(sys.argv[1]), tags=single_run_tags(keys))
 """
 
 
@@ -103,7 +103,7 @@ def test_export_import_round_trip_and_refusals(smoke_run, tmp_path):
         inherited_index=str(exported / "index.json"), inherited_index_sha256=digest))
     store = _store_without_bank(reference, tmp_path / "s")
     result = dg.materialize([trace_bank], resources=smoke_resources(store.root, config_path=str(config_path)),
-                            tags=range_tags(KEYS))
+                            tags=single_run_tags(KEYS))
     meta = result.get_asset_materialization_events()[0].materialization.metadata
     assert (meta["imported"].value, meta["generated"].value) == (5, len(KEYS) - 5)
     assert _bank_files(store) == _bank_files(reference)
@@ -124,6 +124,6 @@ def test_wrong_index_digest_or_tampered_shard_imports_nothing(smoke_run, tmp_pat
         inherited_index=str(exported / "index.json"), inherited_index_sha256=digest))
     store = _store_without_bank(reference, tmp_path / "s")
     result = dg.materialize([trace_bank], resources=smoke_resources(store.root, config_path=str(config_path)),
-                            tags=range_tags(KEYS), raise_on_error=False)
+                            tags=single_run_tags(KEYS), raise_on_error=False)
     assert not result.success
     assert not (store.root / BANK).exists()
