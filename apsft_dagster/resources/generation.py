@@ -15,12 +15,12 @@ class GenerationResource(dg.ConfigurableResource):
     """Loads the base model once per run, on first use (a run that never samples loads nothing).
 
     `harvest.backend` picks the engine; `device`/`dtype` apply to the Transformers engine
-    (cpu/float32 by default; cuda/bfloat16 on a GPU).
+    (dtype "auto": bfloat16 on cuda, float32 on cpu).
     """
 
     experiment: ExperimentResource
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: str = "auto"
     _engine: GenerationEngine | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:

@@ -8,13 +8,13 @@ from apsft_dagster.resources.experiment import ExperimentResource
 
 
 class ScoringResource(dg.ConfigurableResource):
-    """`instrument("reference")`: single-context scoring of record (float32 on CPU; set
-    device=cuda, dtype=bfloat16 on a GPU). `instrument("fast")`: batched Transformers, or vLLM
+    """`instrument("reference")`: single-context scoring of record (dtype "auto": bfloat16 on
+    cuda, float32 on cpu). `instrument("fast")`: batched Transformers, or vLLM
     prompt log-probs when `harvest.backend` is vllm."""
 
     experiment: ExperimentResource
     device: str = "cpu"
-    dtype: str = "float32"
+    dtype: str = "auto"
     batch_size: int = 16
     _loaded: tuple | None = PrivateAttr(default=None)
 
@@ -23,11 +23,12 @@ class ScoringResource(dg.ConfigurableResource):
 
     def _model(self):
         if self._loaded is None:
-            import torch
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
+            from apsft_dagster.core.engines.transformers_engine import torch_dtype
+
             path = base_model_path(self.experiment.config(), self.experiment.store())
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, self.dtype)).to(self.device).eval()
+            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(self.dtype, self.device)).to(self.device).eval()
             self._loaded = (model, AutoTokenizer.from_pretrained(path), str(path))
         return self._loaded
 

@@ -14,6 +14,13 @@ from apsft_dagster.core.config import Sampling
 from apsft_dagster.core.engines.base import Completion, GenerationRequest, cut_at_stop
 
 
+def torch_dtype(name: str, device: str) -> torch.dtype:
+    """"auto" is the protocol's choice: bfloat16 on a GPU, float32 on CPU."""
+    if name == "auto":
+        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+    return getattr(torch, name)
+
+
 class TransformersEngine:
     def __init__(self, model, tokenizer, stop_token_ids: Sequence[int]):
         self.model = model.eval()
@@ -21,11 +28,11 @@ class TransformersEngine:
         self.stop_token_ids = tuple(stop_token_ids)
 
     @classmethod
-    def load(cls, path: str, stop_tokens: Sequence[str], device: str = "cpu", dtype: str = "float32") -> TransformersEngine:
+    def load(cls, path: str, stop_tokens: Sequence[str], device: str = "cpu", dtype: str = "auto") -> TransformersEngine:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=getattr(torch, dtype)).to(device)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype, device)).to(device)
         return cls(model, tokenizer, tokenizer.convert_tokens_to_ids(list(stop_tokens)))
 
     @torch.no_grad()
