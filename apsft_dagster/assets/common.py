@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -32,21 +33,24 @@ def _markdown(frame: pl.DataFrame) -> str:
     return "\n".join([header, rule, *body])
 
 
-def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl.DataFrame, list[str]]:
-    """Every present shard of a bank that verifies, concatenated; and the hash-parity problems."""
+def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl.DataFrame, dict[str, str], list[str]]:
+    """Every present shard of a bank that verifies, concatenated; their digests (each shard read
+    and hashed once); and the hash-parity problems of those that do not verify."""
     from apsft_dagster.core.bank import shard_name
     from apsft_dagster.core.errors import HashMismatchError
 
-    frames, parity = [pl.DataFrame(schema=schema)], []
+    frames, digests, parity = [pl.DataFrame(schema=schema)], {}, []
     for task_id in task_ids:
         name = shard_name(bank, task_id)
         if not store.exists(name):
             continue
         try:
-            frames.append(store.get_parquet(name))
+            data, digests[task_id] = store.read(name)
         except HashMismatchError as exc:  # names the shard; reported by the check, not raised
             parity.append(str(exc))
-    return pl.concat(frames), parity
+            continue
+        frames.append(pl.read_parquet(io.BytesIO(data)))
+    return pl.concat(frames), digests, parity
 
 
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,

@@ -47,10 +47,10 @@ R1_CHECKS = {
 def r1_labels_index(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     config, store = experiment.config(), experiment.store()
     task_ids = train_task_ids(config)
-    scores, _ = load_shards(store, SCORE_BANK, task_ids, SCORE_SCHEMA)
-    labels, parity = load_shards(store, R1_BANK, task_ids, R1_SCHEMA)
+    scores, _, _ = load_shards(store, SCORE_BANK, task_ids, SCORE_SCHEMA)
+    labels, digests, parity = load_shards(store, R1_BANK, task_ids, R1_SCHEMA)
     once, extra = join_problems(scores, labels, "rolled out")
-    digest = store.put_json(f"{R1_BANK}/index.json", bank_index(store, R1_BANK, sorted(set(labels["task_id"]))))
+    digest = store.put_json(f"{R1_BANK}/index.json", bank_index(R1_BANK, digests))
     per_task = labels.group_by("task_id").agg(pl.col("success").any())
     return dg.MaterializeResult(
         metadata={"rollouts": labels.height, "successes": int(labels["success"].sum()),

@@ -26,7 +26,7 @@ PARITY = "parity_gate.json"
 def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResource, scorer: ScoringResource) -> dg.MaterializeResult:
     """Both instruments score fixed, task-diverse calibration traces; the receipt is kept either way."""
     config, store = experiment.config(), experiment.store()
-    bank, _ = load_shards(store, TRACE_BANK, train_task_ids(config), TRACE_SCHEMA)
+    bank, _, _ = load_shards(store, TRACE_BANK, train_task_ids(config), TRACE_SCHEMA)
     chosen = calibration_traces(bank, config.scoring.calibration_traces, config.seeds.experiment)
     tasks = {t: (p, a) for t, p, a in store.get_parquet(CATALOG).select("task_id", "prompt", "answer").iter_rows()}
     scored = {}
@@ -82,13 +82,13 @@ SCORE_CHECKS = {
 def score_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     config, store = experiment.config(), experiment.store()
     task_ids = train_task_ids(config)
-    traces, _ = load_shards(store, TRACE_BANK, task_ids, TRACE_SCHEMA)
-    scores, parity = load_shards(store, SCORE_BANK, task_ids, SCORE_SCHEMA)
+    traces, _, _ = load_shards(store, TRACE_BANK, task_ids, TRACE_SCHEMA)
+    scores, digests, parity = load_shards(store, SCORE_BANK, task_ids, SCORE_SCHEMA)
     once, extra = join_problems(traces.filter("eligible"), scores, "scored")
     problems = {"hash_parity": parity, "every_eligible_scored_once": once, "no_ineligible_scored": extra}
     problems["finite_values"] = [f"{t}: non-finite score" for t in scores.filter(
         ~pl.all_horizontal(pl.col(c).is_finite() for c in SCORE_COLUMNS))["trace_id"].to_list()]
-    digest = store.put_json(f"{SCORE_BANK}/index.json", bank_index(store, SCORE_BANK, sorted(set(scores["task_id"]))))
+    digest = store.put_json(f"{SCORE_BANK}/index.json", bank_index(SCORE_BANK, digests))
     return dg.MaterializeResult(
         metadata={"traces_scored": scores.height, "tasks": scores["task_id"].n_unique(), "index_sha256": digest,
                   "mean_answer_gain": float(scores["answer_gain"].mean() or 0.0),

@@ -56,9 +56,9 @@ def trace_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentRe
     """The bank index (task -> shard SHA-256) and summary; blocking checks guard every later stage."""
     config, store = experiment.config(), experiment.store()
     task_ids = train_task_ids(config)
-    bank, parity = load_shards(store, BANK, task_ids, TRACE_SCHEMA)
+    bank, digests, parity = load_shards(store, BANK, task_ids, TRACE_SCHEMA)
     summary = trace_audit.summarize(bank)
-    digest = store.put_json(f"{BANK}/index.json", bank_index(store, BANK, sorted(set(bank["task_id"]))))
+    digest = store.put_json(f"{BANK}/index.json", bank_index(BANK, digests))
     store.put_json(f"{BANK}/summary.json", summary)
     problems = {
         "every_task_once": trace_audit.check_tasks_present(bank, task_ids),

@@ -23,17 +23,16 @@ def shard_name(bank: str, task_id: str) -> str:
     return f"{bank}/shards/{task_id}.parquet"
 
 
-def bank_index(store: Store, bank: str, task_ids: list[str]) -> dict:
-    """task -> {shard, sha256}, every shard verified against its receipt on the way."""
+def bank_index(bank: str, digests: dict[str, str]) -> dict:
+    """The index document: task -> {shard, sha256}, from digests the caller has verified."""
     return {"format": INDEX_FORMAT, "bank": bank,
-            "tasks": {t: {"shard": f"shards/{t}.parquet", "sha256": store.verify(shard_name(bank, t))}
-                      for t in sorted(task_ids)}}
+            "tasks": {t: {"shard": f"shards/{t}.parquet", "sha256": digests[t]} for t in sorted(digests)}}
 
 
 def export_bank(store: Store, bank: str, task_ids: list[str], out_dir: str | Path) -> str:
     """Write `out_dir/index.json` and a verbatim copy of every shard; return the index SHA-256."""
     out = Path(out_dir)
-    index = bank_index(store, bank, task_ids)
+    index = bank_index(bank, {t: store.verify(shard_name(bank, t)) for t in task_ids})
     for task_id, entry in index["tasks"].items():
         source = store.path(shard_name(bank, task_id))
         (out / "shards").mkdir(parents=True, exist_ok=True)

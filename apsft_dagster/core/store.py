@@ -174,12 +174,14 @@ class Store:
                 "after it was written. Restore it, or delete it and its receipt and rematerialize")
         return actual
 
-    def get_bytes(self, name: str) -> bytes:
-        """The artifact's bytes, read once and checked against its receipt."""
+    def read(self, name: str) -> tuple[bytes, str]:
+        """The artifact's bytes, read and hashed once, with the digest its receipt confirmed."""
         receipt = self.receipt(name)
         data = self.path(name).read_bytes()
-        self._match(name, sha256_bytes(data), receipt["sha256"])
-        return data
+        return data, self._match(name, sha256_bytes(data), receipt["sha256"])
+
+    def get_bytes(self, name: str) -> bytes:
+        return self.read(name)[0]
 
     def get_json(self, name: str) -> object:
         return json.loads(self.get_bytes(name))
