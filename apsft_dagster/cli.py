@@ -37,8 +37,12 @@ def run(args: argparse.Namespace) -> int:
     from apsft_dagster.definitions import STAGE_JOBS, defs
     from apsft_dagster.partitions import single_run_tags
 
+    names = [j.name for j in STAGE_JOBS]
+    if args.start not in (None, *names):
+        print(f"apsft: --from {args.start!r}: no such stage; stages are {', '.join(names)}", file=sys.stderr)
+        return 2
     instance = dg.DagsterInstance.get()
-    for stage in STAGE_JOBS:
+    for stage in STAGE_JOBS[names.index(args.start) if args.start else 0:]:
         job = defs.resolve_job_def(stage.name)
         partitioned = job.partitions_def is not None  # then one run over every partition
         tags = single_run_tags(job.partitions_def.get_partition_keys()) if partitioned else {}
@@ -71,17 +75,55 @@ def export_bank(args: argparse.Namespace) -> int:
     """Write the trace bank as an inheritable bank (index.json + shards) and print its digest."""
     from apsft_dagster.core.bank import TRACE_BANK, shard_name
     from apsft_dagster.core.bank import export_bank as export
-    from apsft_dagster.core.paths import store_root
-    from apsft_dagster.core.store import Store
     from apsft_dagster.core.tasks.splits import train_task_ids
 
-    config = load_config(args.profile, args.config)
-    store = Store(args.store or store_root(config.profile))
+    config, store = _store(args)
     task_ids = [t for t in train_task_ids(config) if store.exists(shard_name(TRACE_BANK, t))]
     digest = export(store, TRACE_BANK, task_ids, args.out)
     print(f"exported {len(task_ids)} task shards to {args.out}")
     print(f"harvest.inherited_index: {os.path.abspath(args.out)}/index.json")
     print(f"harvest.inherited_index_sha256: {digest}")
+    return 0
+
+
+def _store(args: argparse.Namespace):
+    from apsft_dagster.core.paths import store_root
+    from apsft_dagster.core.store import Store
+
+    config = load_config(args.profile, args.config)
+    return config, Store(args.store or store_root(config.profile))
+
+
+def amend(args: argparse.Namespace) -> int:
+    """Record an amendment; its class follows from the evidence already in the store."""
+    from apsft_dagster.core.amendments import record_amendment
+
+    _, store = _store(args)
+    record = record_amendment(store, args.text, args.date)
+    print(f"amendment {record['seq']} ({record['date']}): {record['classification']}")
+    print(f"evidence at recording: {record['evidence']}")
+    print("reseal (materialize evidence_seal) before selection: the seal binds the amendment log")
+    return 0
+
+
+def audit(args: argparse.Namespace) -> int:
+    """Run the SQL audits over the store, print them, and keep them in audits.duckdb."""
+    import polars as pl
+
+    from apsft_dagster.core.audits import discover, persist, run_audit
+
+    _, store = _store(args)
+    audits = discover()
+    chosen = [a for a in audits if args.name in (None, a.name)]
+    if not chosen:
+        print(f"apsft: no audit {args.name!r}; known: {', '.join(a.name for a in audits)}", file=sys.stderr)
+        return 2
+    results = {}
+    with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=160, tbl_hide_dataframe_shape=True):
+        for a in chosen:
+            results[a.name] = run_audit(a, store)
+            print(f"\n== {a.name} ({a.path.name}): {a.description}\n{results[a.name]}")
+    print(f"\nkept in {persist(store, results)}")
     return 0
 
 
@@ -96,15 +138,25 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     for name, handler, text in (("run", run, "materialize every stage, in order"), ("ui", ui, "serve the Dagster UI"),
                                 ("validate", validate, "validate a profile and print its digest"),
-                                ("export-bank", export_bank, "export the trace bank as an inheritable bank")):
+                                ("export-bank", export_bank, "export the trace bank as an inheritable bank"),
+                                ("amend", amend, "record a dated amendment or deviation (classified automatically)"),
+                                ("audit", audit, "run the SQL audits in dbt_like_sql/ and print them")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--profile", help="configs/<profile>.yaml (default: $APSFT_PROFILE or smoke)")
         p.add_argument("--config", help="path to a profile YAML (wins over --profile)")
         p.set_defaults(handler=handler)
-        if name in ("run", "export-bank"):
+        if name in ("run", "export-bank", "amend", "audit"):
             p.add_argument("--store", help="artifact store root (default: .apsft/store/<profile>)")
         if name == "export-bank":
             p.add_argument("--out", required=True, help="folder to write index.json and shards/ into")
+        if name == "run":
+            p.add_argument("--from", dest="start", metavar="STAGE",
+                           help="start at this stage job (earlier stages' artifacts must exist)")
+        if name == "amend":
+            p.add_argument("text", help="what changes and why")
+            p.add_argument("--date", help="YYYY-MM-DD (default: today, UTC)")
+        if name == "audit":
+            p.add_argument("name", nargs="?", help="one audit (a dbt_like_sql/ file name without .sql)")
         if name == "ui":
             p.add_argument("--port", type=int, default=3000)
     args = parser.parse_args(argv)

@@ -31,9 +31,12 @@ def smoke_resources(store_dir, **experiment_fields):
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
     """The smoke profile materialized in-process, stage by stage, into one store (done once)."""
+    from apsft_dagster.assets.audits import audit_assets
     from apsft_dagster.assets.base_model import base_model
+    from apsft_dagster.assets.evidence_seal import evidence_seal
     from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
     from apsft_dagster.assets.score_bank import parity_gate, score_bank, score_bank_index
+    from apsft_dagster.assets.sft_arms import arm_partitions, sft_arms, sft_manifest
     from apsft_dagster.assets.task_catalog import task_catalog
     from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
     from apsft_dagster.core.store import Store
@@ -45,6 +48,9 @@ def smoke_run(tmp_path_factory):
     stages = {"tasks_and_model": ([task_catalog, base_model], None), "trace_bank": ([trace_bank], every_task),
               "trace_bank_index": ([trace_bank_index], None), "parity_gate": ([parity_gate], None),
               "score_bank": ([score_bank], every_task), "score_bank_index": ([score_bank_index], None),
-              "r1_labels": ([r1_labels], every_task), "r1_labels_index": ([r1_labels_index], None)}
+              "r1_labels": ([r1_labels], every_task), "r1_labels_index": ([r1_labels_index], None),
+              "evidence_seal": ([evidence_seal], None),
+              "sft_arms": ([sft_arms], single_run_tags(arm_partitions.get_partition_keys())),
+              "sft_manifest_and_audits": ([sft_manifest, *audit_assets], None)}
     results = {name: dg.materialize(assets, resources=resources, tags=tags) for name, (assets, tags) in stages.items()}
     return results, Store(store_dir)

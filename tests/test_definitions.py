@@ -4,7 +4,9 @@ from pathlib import Path
 
 import dagster as dg
 
+
 from apsft_dagster.core.config import load_config
+from apsft_dagster.core.selection import ARMS
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.definitions import defs
 from apsft_dagster.partitions import train_task_partitions
@@ -40,8 +42,11 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
 
     assert [j.name for j in STAGE_JOBS] == ["tasks_and_model_job", "trace_bank_job", "bank_and_parity_job",
                                             "score_bank_job", "score_bank_index_job", "r1_labels_job",
-                                            "r1_labels_index_job"]
+                                            "r1_labels_index_job", "evidence_seal_job", "sft_arms_job",
+                                            "sft_manifest_and_audits_job"]
     assert defs.resolve_job_def("trace_bank_job").partitions_def == train_task_partitions
+    assert defs.resolve_job_def("sft_arms_job").partitions_def.get_partition_keys() == list(ARMS)
+    assert len(defs.sensors) == 2
     assert defs.resolve_job_def("tasks_and_model_job").partitions_def is None
     assert {"experiment", "generator"} <= set(defs.resources)
     assert isinstance(defs.resources["generator"], dg.ConfigurableResource)

@@ -116,3 +116,14 @@ def test_infeasible_shuffle_fails_closed():
 def test_no_success_anywhere_fails_closed():
     with pytest.raises(BalanceError, match="success_rft: no R1-successful"):
         select_arms(frame([t(k, str(i), 0.1 * i, 10 + i) for k in "AB" for i in range(3)]), seed=1)
+
+
+def test_a_cell_short_of_its_configured_tasks_fails_closed():
+    """per_cell=2: task C of (caravan, 2) has one eligible trace, so its cell retains 1 of 2 tasks."""
+    rows = [t("A", "1", 1.0, 10), t("A", "2", 0.5, 11)]
+    cell_two = [{**t(task, f"{i}", 0.1 * i, 20 + i, r1_success=True), "level": 2}
+                for task, n in (("C", 1), ("D", 3)) for i in range(n)]
+    candidates = pl.concat([two_task_cell(rows), frame(cell_two)])
+    select_arms(candidates.filter(pl.col("level") == 1), seed=1, per_cell=2)  # the full cell passes
+    with pytest.raises(BalanceError, match=r"\(caravan, L2\): 1 of 2 retained"):
+        select_arms(candidates, seed=1, per_cell=2)

@@ -4,16 +4,15 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
-from apsft_dagster.assets.score_bank import SCORE_BANK, join_problems, score_bank, score_bank_index
+from apsft_dagster.assets.score_bank import join_problems, score_bank, score_bank_index
 from apsft_dagster.assets.task_catalog import CATALOG
-from apsft_dagster.core.bank import TRACE_BANK, bank_index, shard_name
+from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, bank_index, shard_name
 from apsft_dagster.core.rollouts import R1_SCHEMA, r1_rollouts
 from apsft_dagster.core.score_bank import SCORE_SCHEMA
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
-R1_BANK = "r1_labels"
 
 
 @dg.asset(partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),

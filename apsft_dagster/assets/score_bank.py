@@ -6,7 +6,7 @@ import polars as pl
 from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.task_catalog import CATALOG
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
-from apsft_dagster.core.bank import TRACE_BANK, bank_index, shard_name
+from apsft_dagster.core.bank import SCORE_BANK, TRACE_BANK, bank_index, shard_name
 from apsft_dagster.core.harvest import TRACE_SCHEMA
 from apsft_dagster.core.parity import calibration_traces, parity_report, require_parity
 from apsft_dagster.core.protocol import format_answer, format_prompt
@@ -16,7 +16,6 @@ from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, ScoringResource
 
-SCORE_BANK = "score_bank"
 PARITY = "parity_gate.json"
 
 

@@ -17,6 +17,8 @@ from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, json_bytes, sha256_b
 
 INDEX_FORMAT = "apsft-bank-index/1"
 TRACE_BANK = "trace_bank"  # the store folder of the raw trace bank
+SCORE_BANK = "score_bank"
+R1_BANK = "r1_labels"
 
 
 def shard_name(bank: str, task_id: str) -> str:

@@ -121,7 +121,8 @@ class Rollouts(_Strict):
 
 
 class Selection(_Strict):
-    rows_per_task: int
+    """Two rows per task is the protocol's rule itself (the best and one more), not a setting."""
+
     top_k: int
     band: float
 
@@ -138,6 +139,13 @@ class LossWeights(_Strict):
     answer: float
 
 
+class Throughput(_Strict):
+    """Training tokens per second per device, low and high: the manifest's device-hour envelope."""
+
+    low: float
+    high: float
+
+
 class Training(_Strict):
     lora: Lora
     epochs: int
@@ -147,6 +155,7 @@ class Training(_Strict):
     max_length: int
     loss_weights: LossWeights
     quantize_4bit: bool
+    throughput_tokens_per_s: Throughput
 
 
 class Evaluation(_Strict):
@@ -193,8 +202,11 @@ class Config(_Strict):
             raise ValueError("model.path: required when model.source is 'local'")
         if (self.harvest.inherited_index is None) != (self.harvest.inherited_index_sha256 is None):
             raise ValueError("harvest.inherited_index and harvest.inherited_index_sha256 go together")
-        if self.selection.top_k < self.selection.rows_per_task:
-            raise ValueError("selection.top_k must be >= selection.rows_per_task")
+        if self.selection.top_k < 2:
+            raise ValueError("selection.top_k must be >= 2: the potential rule takes the best and one more")
+        envelope = self.training.throughput_tokens_per_s
+        if not 0 < envelope.low <= envelope.high:
+            raise ValueError("training.throughput_tokens_per_s: need 0 < low <= high")
         return self
 
     @property

@@ -35,3 +35,15 @@ class ParityError(ApsftError):
 
 class BalanceError(ApsftError):
     """An arm would break the balanced design (rows per task, per cell, per arm): fail closed."""
+
+
+class SealError(ApsftError):
+    """The evidence seal is missing, or something it binds changed since sealing (fail closed)."""
+
+
+class AmendmentError(ApsftError):
+    """The amendment log is malformed or its hash chain is broken."""
+
+
+class AuditError(ApsftError):
+    """A SQL audit file is not one parseable statement over the known views."""

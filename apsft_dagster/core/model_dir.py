@@ -36,3 +36,10 @@ def inspect_model_dir(path: str | Path) -> dict:
         raise ModelDirectoryError(f"{root}: no *.safetensors weights")
     files = dir_digests(root)
     return {"path": str(root), "model_type": model_type, "files": files, "fingerprint": fingerprint(files)}
+
+
+def load_tokenizer(config: Config, store: Store):
+    """The base policy's tokenizer alone (counting tokens needs no weights)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(base_model_path(config, store))

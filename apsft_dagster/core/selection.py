@@ -117,15 +117,19 @@ def shuffle_rows(answer: list[dict]) -> list[dict]:
     return rows
 
 
-def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: float = 0.25) -> dict[str, pl.DataFrame]:
+def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: float = 0.25,
+                per_cell: int | None = None) -> dict[str, pl.DataFrame]:
     """Input columns: task_id, family, level, trace_id, thought, n_thought_tokens, eligible,
     answer_gain, joint_gain, r1_success. Tasks with fewer than two eligible traces are excluded
     from every arm alike. Returns one frame per arm; raises BalanceError before returning if any
-    arm breaks two rows per retained task (success_rft: the same total)."""
+    arm breaks two rows per retained task (success_rft: the same total) or, given `per_cell`,
+    if any (family, level) cell of the candidates does not retain exactly `per_cell` tasks."""
     by_task: dict[str, list[dict]] = defaultdict(list)
     for t in candidates.filter("eligible").sort("task_id", "trace_id").to_dicts():
         by_task[t["task_id"]].append(t)
     retained = sorted(t for t, rows in by_task.items() if len(rows) >= ROWS_PER_TASK)
+    if per_cell is not None:
+        _assert_cells(candidates, retained, per_cell)
     arms: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     for task in retained:
         traces = by_task[task]
@@ -140,6 +144,19 @@ def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: f
     frames = {arm: pl.DataFrame(rows, infer_schema_length=None) for arm, rows in arms.items()}
     _assert_balance(frames, retained)
     return frames
+
+
+def _assert_cells(candidates: pl.DataFrame, retained: list[str], per_cell: int) -> None:
+    """The configured tasks per (family, level) cell, all retained: a dropped task breaks its cell."""
+    cells = (candidates.select("family", "level", "task_id").unique()
+             .with_columns(pl.col("task_id").is_in(retained).alias("retained"))
+             .group_by("family", "level").agg(pl.len().alias("tasks"), pl.col("retained").sum()).sort("family", "level"))
+    bad = cells.filter((pl.col("tasks") != per_cell) | (pl.col("retained") != per_cell))
+    if bad.height:
+        described = ", ".join(f"({r['family']}, L{r['level']}): {r['retained']} of {r['tasks']} retained"
+                              for r in bad.iter_rows(named=True))
+        raise BalanceError(f"cells without {per_cell} retained tasks (fewer than {ROWS_PER_TASK} eligible traces "
+                           f"or missing tasks): {described}; nothing was written")
 
 
 def _assert_balance(frames: dict[str, pl.DataFrame], retained: list[str]) -> None:

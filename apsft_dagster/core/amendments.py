@@ -1,0 +1,88 @@
+"""Amendments and deviations as data, classified by the evidence that existed when recorded.
+
+A record holds a date, a text and a snapshot of the evidence in the store at recording time
+(artifact counts per evidence stage). Its class is derived from that snapshot, never written
+by hand: *prospective amendment* when no score, rollout or outcome evidence existed yet,
+otherwise a *post-score*, *post-rollout* or *post-outcome deviation* after the latest stage
+that did. Each record carries the SHA-256 of the previous line, so an edited or dropped
+record breaks the chain; the evidence seal binds the log's digest.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+from apsft_dagster.core.errors import AmendmentError
+from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, sha256_bytes
+
+LOG = "amendments.jsonl"
+# Store folders (or top-level artifacts) per evidence stage, in protocol order. The parity gate
+# scores calibration traces, so it is score evidence.
+EVIDENCE_STAGES = {
+    "trace": ("trace_bank",),
+    "score": ("parity_gate.json", "score_bank"),
+    "rollout": ("r1_labels",),
+    "outcome": ("stage_a_eval", "stage_a_analysis"),
+}
+GENESIS = "0" * 64
+
+
+def evidence_snapshot(store: Store) -> dict[str, int]:
+    """Receipted artifacts per evidence stage right now."""
+    counts = {}
+    for stage, names in EVIDENCE_STAGES.items():
+        n = 0
+        for name in names:
+            path = store.path(name)
+            if path.is_dir():
+                n += sum(1 for _ in path.rglob(f"*{RECEIPT_SUFFIX}"))
+            elif store.exists(name):
+                n += 1
+        counts[stage] = n
+    return counts
+
+
+def classify(evidence: dict[str, int]) -> str:
+    for stage in ("outcome", "rollout", "score"):
+        if evidence.get(stage, 0) > 0:
+            return f"post-{stage} deviation"
+    return "prospective amendment"
+
+
+def read_log(store: Store) -> list[dict]:
+    """Every record, receipt verified and the chain checked; [] when nothing was recorded."""
+    if not store.exists(LOG):
+        return []
+    records, prev = [], GENESIS
+    for n, line in enumerate(store.get_bytes(LOG).splitlines(keepends=True), start=1):
+        record = json.loads(line)
+        if record.get("prev_sha256") != prev:
+            raise AmendmentError(f"{store.path(LOG)} line {n}: chain broken (prev_sha256 does not match line "
+                                 f"{n - 1}); a record was edited or removed. Restore the log from version control")
+        records.append(record)
+        prev = sha256_bytes(line)
+    return records
+
+
+def record_amendment(store: Store, text: str, date: str | None = None) -> dict:
+    """Append one record (atomically: the whole log is rewritten with a new receipt)."""
+    if not text.strip():
+        raise AmendmentError("an amendment needs a text saying what changed and why")
+    day = date or dt.datetime.now(dt.UTC).date().isoformat()
+    try:
+        dt.date.fromisoformat(day)
+    except ValueError:
+        raise AmendmentError(f"date {day!r}: use YYYY-MM-DD") from None
+    records = read_log(store)
+    body = store.get_bytes(LOG) if records else b""
+    prev = sha256_bytes(body.splitlines(keepends=True)[-1]) if records else GENESIS
+    record = {"seq": len(records) + 1, "date": day, "text": text.strip(), "evidence": evidence_snapshot(store),
+              "prev_sha256": prev}
+    store.put_bytes(LOG, body + json.dumps(record, sort_keys=True, ensure_ascii=False).encode() + b"\n")
+    return {**record, "classification": classify(record["evidence"])}
+
+
+def classified(store: Store) -> list[dict]:
+    """The log as the seal shows it: each record with its derived classification."""
+    return [{**r, "classification": classify(r["evidence"])} for r in read_log(store)]

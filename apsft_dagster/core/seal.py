@@ -1,0 +1,166 @@
+"""The evidence seal (SPEC "Evidence seal"): validate the whole bank, then bind what selection uses.
+
+`validate_bank` re-reads every raw, score and R1 shard once (read-only): SHA-256 against both
+its receipt and its bank index, task scope (the index covers exactly the train tasks, every row
+of a shard belongs to its task), unique trace ids, and the joins raw(eligible) = score = R1.
+`seal_document` binds the three index digests, the eligible set, the config digest, the base
+model fingerprint, the SHA-256 of the code that selects and trains, and the classified
+amendment log. It holds no timestamp, so sealing twice writes the same bytes.
+`verify_seal` is the fail-closed gate selection runs first: it re-hashes every sealed shard and
+names whatever changed.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import polars as pl
+
+from apsft_dagster.core import amendments
+from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, shard_name
+from apsft_dagster.core.config import PROJECT_ROOT, Config
+from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, SealError
+from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
+from apsft_dagster.core.tasks.splits import train_task_ids
+
+SEAL = "evidence_seal.json"
+FORMAT = "apsft-evidence-seal/1"
+BANKS = (TRACE_BANK, SCORE_BANK, R1_BANK)
+BASE_MODEL_REPORT = "base_model.json"
+# The code that selects and trains, relative to core/. Training modules join by pattern as they land.
+SEALED_CODE = ("selection.py", "assignment.py", "sft_arms.py", "protocol.py", "seeds.py", "training*.py",
+               "training/**/*.py")
+_CORE = Path(__file__).resolve().parent
+_COLUMNS = {TRACE_BANK: ["trace_id", "task_id", "eligible"], SCORE_BANK: ["trace_id", "task_id"],
+            R1_BANK: ["trace_id", "task_id"]}
+
+
+def code_digests() -> dict[str, str]:
+    files = sorted({p for pattern in SEALED_CODE for p in _CORE.glob(pattern) if p.is_file()})
+    return {p.relative_to(PROJECT_ROOT).as_posix(): sha256_file(p) for p in files}
+
+
+def _parallel(fn, items: list) -> list:
+    """hashlib and the Parquet reader release the GIL, so threads use every core."""
+    with ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1)) as pool:
+        return list(pool.map(fn, items))
+
+
+def _index(store: Store, bank: str) -> tuple[dict, str]:
+    data, digest = store.read(f"{bank}/index.json")
+    return json.loads(data)["tasks"], digest
+
+
+def validate_bank(store: Store, config: Config) -> tuple[list[str], dict]:
+    """(problems, facts). Facts: index digests, trace counts and the eligible-set digest."""
+    problems, frames, facts = [], {}, {"banks": {}}
+    tasks = train_task_ids(config)
+    for bank in BANKS:
+        index, digest = _index(store, bank)
+        facts["banks"][bank] = {"index_sha256": digest, "shards": len(index)}
+        missing, extra = sorted(set(tasks) - set(index)), sorted(set(index) - set(tasks))
+        problems += [f"{bank}/index.json: train task {t} has no shard" for t in missing]
+        problems += [f"{bank}/index.json: {t} is not a train task of this profile" for t in extra]
+        results = _parallel(lambda t, b=bank: _read_shard(store, b, t, index[t]["sha256"]), sorted(set(index) & set(tasks)))
+        problems += [p for _, p in results if p]
+        frames[bank] = pl.concat([f for f, _ in results if f is not None] or [pl.DataFrame(schema={c: pl.String for c in _COLUMNS[bank]})])
+    problems += _join_problems(frames)
+    eligible = frames[TRACE_BANK].filter("eligible")["trace_id"].sort().to_list()
+    facts.update(traces=frames[TRACE_BANK].height, eligible=len(eligible),
+                 eligible_sha256=sha256_bytes("\n".join(eligible).encode()))
+    return problems, facts
+
+
+def _read_shard(store: Store, bank: str, task_id: str, indexed: str) -> tuple[pl.DataFrame | None, str | None]:
+    name = shard_name(bank, task_id)
+    try:
+        data, digest = store.read(name)
+    except (HashMismatchError, MissingArtifactError) as exc:
+        return None, str(exc)
+    if digest != indexed:
+        return None, f"{store.path(name)}: SHA-256 {digest} differs from {bank}/index.json ({indexed})"
+    frame = pl.read_parquet(io.BytesIO(data), columns=_COLUMNS[bank])
+    strays = frame.filter(pl.col("task_id") != task_id).height
+    return frame, (f"{store.path(name)}: {strays} rows belong to another task than {task_id}" if strays else None)
+
+
+def _join_problems(frames: dict[str, pl.DataFrame]) -> list[str]:
+    problems = []
+    for bank, frame in frames.items():
+        dupes = frame.filter(pl.col("trace_id").is_duplicated())["trace_id"].unique().sort().to_list()
+        problems += [f"{bank}: trace id {t} appears more than once" for t in dupes[:20]]
+    chain = [(f"{TRACE_BANK} (eligible)", set(frames[TRACE_BANK].filter("eligible")["trace_id"])),
+             (SCORE_BANK, set(frames[SCORE_BANK]["trace_id"])), (R1_BANK, set(frames[R1_BANK]["trace_id"]))]
+    for (a, ids_a), (b, ids_b) in zip(chain, chain[1:]):
+        problems += [f"{b}: trace {t} is missing (present in {a})" for t in sorted(ids_a - ids_b)[:20]]
+        problems += [f"{b}: trace {t} has no counterpart in {a}" for t in sorted(ids_b - ids_a)[:20]]
+    return problems
+
+
+def seal_document(store: Store, config: Config, facts: dict) -> dict:
+    base = store.get_json(BASE_MODEL_REPORT)
+    log = amendments.classified(store)
+    return {"format": FORMAT, "profile": config.profile, "config_digest": config.digest,
+            "base_model_fingerprint": base["fingerprint"], "code": code_digests(), **facts,
+            "amendments": {"log_sha256": store.verify(amendments.LOG) if log else None, "records": log}}
+
+
+def seal(store: Store, config: Config) -> tuple[dict, str]:
+    """Validate, then write the seal; raises SealError listing every problem (nothing written)."""
+    problems, facts = validate_bank(store, config)
+    if problems:
+        raise SealError(f"the bank does not validate; nothing was sealed ({len(problems)} problems):\n  "
+                        + "\n  ".join(problems[:30]))
+    doc = seal_document(store, config, facts)
+    return doc, store.put_json(SEAL, doc)
+
+
+def verify_seal(store: Store, config: Config) -> dict:
+    """The sealed document, if everything it binds is unchanged; else SealError naming each change."""
+    if not store.exists(SEAL):
+        raise SealError(f"{store.path(SEAL)}: no evidence seal; materialize `evidence_seal` before selection")
+    try:
+        doc = json.loads(store.get_bytes(SEAL))
+    except HashMismatchError as exc:
+        raise SealError(f"the seal itself changed after sealing: {exc}") from None
+    changes = _current_changes(store, config, doc)
+    for bank in BANKS:
+        changes += _bank_changes(store, bank, doc["banks"][bank]["index_sha256"])
+    if changes:
+        raise SealError("the evidence changed since it was sealed; selection refuses to run:\n  "
+                        + "\n  ".join(changes[:30]) + "\nRestore what changed, or reseal (`evidence_seal`) "
+                        "after recording the change as an amendment (`apsft amend`)")
+    return doc
+
+
+def _current_changes(store: Store, config: Config, doc: dict) -> list[str]:
+    changes = []
+    if config.digest != doc["config_digest"]:
+        changes.append(f"config digest is {config.digest}, sealed {doc['config_digest']}")
+    base = store.get_json(BASE_MODEL_REPORT)["fingerprint"]
+    if base != doc["base_model_fingerprint"]:
+        changes.append(f"base model fingerprint is {base}, sealed {doc['base_model_fingerprint']}")
+    code = code_digests()
+    changes += [f"code {f}: SHA-256 {code.get(f)}, sealed {doc['code'].get(f)}"
+                for f in sorted(set(code) | set(doc["code"])) if code.get(f) != doc["code"].get(f)]
+    log = store.verify(amendments.LOG) if store.exists(amendments.LOG) else None
+    if log != doc["amendments"]["log_sha256"]:
+        changes.append(f"{amendments.LOG}: digest {log}, sealed {doc['amendments']['log_sha256']} "
+                       "(an amendment was recorded after sealing)")
+    return changes
+
+
+def _bank_changes(store: Store, bank: str, sealed: str) -> list[str]:
+    path = store.path(f"{bank}/index.json")
+    data = path.read_bytes() if path.is_file() else b""
+    if sha256_bytes(data) != sealed:
+        return [f"{path}: SHA-256 {sha256_bytes(data) if data else '(missing)'}, sealed {sealed}"]
+    tasks = json.loads(data)["tasks"]
+    paths = [store.path(shard_name(bank, t)) for t in sorted(tasks)]
+    actual = _parallel(lambda p: sha256_file(p) if p.is_file() else None, paths)
+    return [f"{p}: SHA-256 {a}, sealed {tasks[t]['sha256']}" if a else f"{p}: missing (sealed {tasks[t]['sha256']})"
+            for t, p, a in zip(sorted(tasks), paths, actual) if a != tasks[t]["sha256"]]

@@ -1,0 +1,115 @@
+"""The six SFT datasets (SPEC "Selection": output per arm) and their manifest.
+
+A training record is the target task's prompt, the source trace's thought, the boundary and the
+target task's canonical answer (`format_record`): for every arm but potential_shuffle target and
+source are the same task. Forward tokens are counted on that exact record with the base model's
+tokenizer, capped at `training.max_length`, times `training.epochs`. Files are gzip JSON lines
+with sorted keys and mtime 0, so a rerun writes the same bytes; the manifest (each file's
+SHA-256, counts, dose and a device-hour envelope) is the experiment's identity.
+"""
+
+from __future__ import annotations
+
+import io
+
+import polars as pl
+
+from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, shard_name
+from apsft_dagster.core.config import Config
+from apsft_dagster.core.protocol import format_record
+from apsft_dagster.core.selection import ARMS, select_arms
+from apsft_dagster.core.store import Store, jsonl_gz_bytes, sha256_bytes
+
+ARM_DIR = "sft_arms"
+MANIFEST = "sft_manifest.json"
+TEXT_COLUMNS = ("prompt", "thought", "answer")  # in the JSONL, not in the provenance Parquet
+
+
+def arm_file(arm: str) -> str:
+    return f"{ARM_DIR}/{arm}.jsonl.gz"
+
+
+def rows_file(arm: str) -> str:
+    return f"{ARM_DIR}/{arm}.rows.parquet"
+
+
+def load_candidates(store: Store, task_ids: list[str]) -> pl.DataFrame:
+    """select_arms' input from the sealed banks: every trace, gains and R1 label where scored."""
+    def bank(name: str, columns: list[str]) -> pl.DataFrame:
+        return pl.concat([pl.read_parquet(io.BytesIO(store.get_bytes(shard_name(name, t))), columns=columns)
+                          for t in task_ids])
+
+    traces = bank(TRACE_BANK, ["task_id", "family", "level", "trace_id", "text", "n_thought_tokens", "eligible"])
+    scores = bank(SCORE_BANK, ["trace_id", "answer_gain", "joint_gain"])
+    labels = bank(R1_BANK, ["trace_id", "success"])
+    return (traces.rename({"text": "thought"}).join(scores, on="trace_id", how="left")
+            .join(labels.rename({"success": "r1_success"}), on="trace_id", how="left")
+            .with_columns(pl.col("r1_success").fill_null(False)))
+
+
+def with_records(frame: pl.DataFrame, catalog: pl.DataFrame, tokenizer, max_length: int) -> pl.DataFrame:
+    """Attach the target task's prompt and answer and count the record's tokens."""
+    rows = frame.join(catalog.select("task_id", "prompt", "answer"), on="task_id", how="left", maintain_order="left")
+    records = [format_record(p, t, a) for p, t, a in rows.select("prompt", "thought", "answer").iter_rows()]
+    lengths = [len(ids) for ids in tokenizer(records, add_special_tokens=False)["input_ids"]] if records else []
+    return rows.with_columns(pl.Series("n_record_tokens", lengths, dtype=pl.Int64),
+                             pl.Series("n_forward_tokens", [min(n, max_length) for n in lengths], dtype=pl.Int64),
+                             pl.int_range(pl.len()).alias("row"))
+
+
+def build_arms(store: Store, config: Config, catalog: pl.DataFrame, tokenizer) -> dict[str, pl.DataFrame]:
+    """Select all six arms from the sealed banks (balance asserted inside) and build their records."""
+    task_ids = sorted(catalog.filter(pl.col("split") == "train")["task_id"])
+    arms = select_arms(load_candidates(store, task_ids), seed=config.seeds.experiment, top_k=config.selection.top_k,
+                       band=config.selection.band, per_cell=config.tasks.train.per_cell)
+    return {arm: with_records(arms[arm], catalog, tokenizer, config.training.max_length) for arm in ARMS}
+
+
+def arm_bytes(rows: pl.DataFrame) -> bytes:
+    return jsonl_gz_bytes(rows.to_dicts())
+
+
+def provenance(rows: pl.DataFrame) -> pl.DataFrame:
+    return rows.drop(*TEXT_COLUMNS)
+
+
+def manifest_entry(arm: str, rows: pl.DataFrame, digest: str, config: Config) -> dict:
+    epochs, envelope = config.training.epochs, config.training.throughput_tokens_per_s
+    forward = int(rows["n_forward_tokens"].sum()) * epochs
+    repeats = rows.group_by("source_trace_id").len()["len"]
+    return {
+        "arm": arm, "file": arm_file(arm), "sha256": digest, "rows": rows.height,
+        "tasks": rows["task_id"].n_unique(), "cells": rows.select("family", "level").n_unique(),
+        "unique_sources": rows["source_trace_id"].n_unique(), "max_rows_per_source": int(repeats.max()),
+        "mode_counts": dict(sorted(rows.group_by("mode").len().iter_rows())),
+        "thought_tokens": int(rows["n_thought_tokens"].sum()), "epochs": epochs,
+        "truncated_rows": int((rows["n_record_tokens"] > config.training.max_length).sum()),
+        "forward_tokens": forward,
+        "device_hours": {"low": round(forward / envelope.high / 3600, 4), "high": round(forward / envelope.low / 3600, 4)},
+    }
+
+
+def manifest(entries: list[dict], seal_sha256: str, config: Config) -> dict:
+    return {"format": "apsft-sft-manifest/1", "profile": config.profile, "config_digest": config.digest,
+            "evidence_seal_sha256": seal_sha256, "arms": entries,
+            "forward_tokens": sum(e["forward_tokens"] for e in entries),
+            "throughput_tokens_per_s": config.training.throughput_tokens_per_s.model_dump()}
+
+
+def cell_balance_problems(rows: pl.DataFrame, per_cell: int, cells: int) -> list[str]:
+    """Every arm but success_rft: `cells` cells, each with `per_cell` tasks of two rows."""
+    problems = []
+    balanced = rows.filter(pl.col("arm") != "success_rft")
+    per_task = balanced.group_by("arm", "family", "level", "task_id").len()
+    problems += [f"{r['arm']} {r['task_id']}: {r['len']} rows, expected 2" for r in per_task.filter(pl.col("len") != 2).iter_rows(named=True)]
+    per_cell_tasks = per_task.group_by("arm", "family", "level").len().sort("arm", "family", "level")
+    problems += [f"{r['arm']} ({r['family']}, L{r['level']}): {r['len']} tasks, expected {per_cell}"
+                 for r in per_cell_tasks.filter(pl.col("len") != per_cell).iter_rows(named=True)]
+    for arm, n in per_cell_tasks.group_by("arm").len().sort("arm").iter_rows():
+        if n != cells:
+            problems.append(f"{arm}: {n} cells, expected {cells}")
+    return problems
+
+
+def digest_of(rows: pl.DataFrame) -> str:
+    return sha256_bytes(arm_bytes(rows))

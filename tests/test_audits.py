@@ -1,0 +1,112 @@
+"""SQL audits: dependencies parsed from SQL, and every smoke result against Polars/NumPy recomputation."""
+
+import math
+
+import dagster as dg
+import duckdb
+import polars as pl
+import pytest
+
+from apsft_dagster.cli import main
+from apsft_dagster.core.audits import DATABASE, discover, load_audit, referenced_tables, run_audit
+from apsft_dagster.core.bank import TRACE_BANK, shard_name
+from apsft_dagster.core.errors import AuditError
+from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.sft_arms import rows_file
+
+
+def test_tables_come_from_the_parser_without_ctes():
+    sql = """with t as (select * from sft_rows), u as (select 1 from t)
+             select * from t join score_bank using (trace_id)
+             where exists (select 1 from r1_labels where r1_labels.trace_id = t.trace_id) and 1 in (select * from u)"""
+    assert referenced_tables(sql) == ("r1_labels", "score_bank", "sft_rows")
+    assert referenced_tables("select 'from trace_bank' as s from task_catalog -- from score_bank") == ("task_catalog",)
+
+
+def test_bad_audit_files_are_refused_naming_the_file(tmp_path):
+    two = tmp_path / "two.sql"
+    two.write_text("select 1; select 2")
+    with pytest.raises(AuditError, match="two.sql: holds 2 statements"):
+        load_audit(two)
+    unknown = tmp_path / "unknown.sql"
+    unknown.write_text("select * from trace_bank join traces using (trace_id)")
+    with pytest.raises(AuditError, match=r"unknown.sql: reads \['traces'\], which are not views"):
+        load_audit(unknown)
+    broken = tmp_path / "broken.sql"
+    broken.write_text("selec * form trace_bank")
+    with pytest.raises(AuditError, match="broken.sql: DuckDB cannot parse it"):
+        load_audit(broken)
+
+
+def test_asset_dependencies_follow_the_sql():
+    from apsft_dagster.definitions import defs
+
+    graph = defs.resolve_asset_graph()
+    audits = {a.name: a for a in discover()}
+    assert {"selection_mode_counts", "fallback_gaps", "arm_cell_balance", "success_support", "arm_dose",
+            "harvest_funnel", "parity_residuals"} <= set(audits)
+    parents = graph.get(dg.AssetKey("audit_success_support")).parent_keys
+    assert {k.to_user_string() for k in parents} == {"r1_labels_index", "sft_arms"}
+    parents = graph.get(dg.AssetKey("audit_arm_cell_balance")).parent_keys
+    assert {k.to_user_string() for k in parents} == {"sft_arms", "task_catalog"}
+
+
+@pytest.fixture(scope="module")
+def audited(smoke_run):
+    _, store = smoke_run
+    rows = pl.concat([store.get_parquet(rows_file(a)) for a in ARMS], how="diagonal_relaxed")
+    return store, {a.name: run_audit(a, store) for a in discover()}, rows
+
+
+def test_mode_counts_and_cell_balance_match_polars(audited):
+    _, results, rows = audited
+    expected = rows.group_by("arm", "mode").len("rows").sort("arm", "mode")
+    assert results["selection_mode_counts"].rows() == expected.rows()
+    balance = results["arm_cell_balance"]
+    assert balance.filter(pl.col("arm") != "success_rft").height == (len(ARMS) - 1) * 9
+    assert balance["balanced"].all()
+
+
+def test_fallback_gaps_use_the_order_statistic(audited):
+    _, results, rows = audited
+    for arm, mode, n, median, mean, p90, top in results["fallback_gaps"].iter_rows():
+        gaps = sorted(rows.filter((pl.col("arm") == arm) & (pl.col("mode") == mode))["gap"].to_list())
+        assert n == len(gaps) and max(gaps) == top
+        assert p90 == gaps[math.ceil(0.9 * len(gaps)) - 1]  # the k-th smallest, k = ceil(0.9 n)
+        assert mean == pytest.approx(sum(gaps) / len(gaps))
+        mid = len(gaps) // 2
+        assert median == pytest.approx(gaps[mid] if len(gaps) % 2 else (gaps[mid - 1] + gaps[mid]) / 2)
+    assert set(results["fallback_gaps"]["arm"]) <= {"answer_potential", "joint_potential"}
+
+
+def test_funnel_support_dose_and_parity_match_the_artifacts(audited):
+    store, results, rows = audited
+    tasks = sorted(store.get_json(f"{TRACE_BANK}/index.json")["tasks"])
+    bank = pl.concat([store.get_parquet(shard_name(TRACE_BANK, t)) for t in tasks])
+    funnel = results["harvest_funnel"]
+    assert funnel["traces"].sum() == bank.height and funnel["eligible"].sum() == bank["eligible"].sum()
+    assert funnel["continuations"].sum() == bank["continued"].sum() and funnel["closes"].sum() == bank["closed"].sum()
+    success = rows.filter(pl.col("arm") == "success_rft")
+    support = results["success_support"].row(0, named=True)
+    assert support["unique_sources"] == success["source_trace_id"].n_unique()
+    assert support["repeat_rows"] == success.filter(pl.col("mode") == "repeat").height
+    labels = pl.concat([store.get_parquet(shard_name("r1_labels", t)) for t in tasks])
+    assert support["successful_traces_in_bank"] == labels["success"].sum()
+    manifest = {e["arm"]: e for e in store.get_json("sft_manifest.json")["arms"]}
+    for arm, n, thought, forward, *_ in results["arm_dose"].iter_rows():
+        assert (n, thought, forward) == (manifest[arm]["rows"], manifest[arm]["thought_tokens"], manifest[arm]["forward_tokens"])
+    parity = store.get_json("parity_gate.json")
+    assert {m: v for m, v, *_ in results["parity_residuals"].iter_rows()} == parity["metrics"]
+
+
+def test_cli_prints_an_audit_and_keeps_it_in_duckdb(audited, capsys):
+    store, results, _ = audited
+    assert main(["audit", "selection_mode_counts", "--store", str(store.root)]) == 0
+    out = capsys.readouterr().out
+    assert "== selection_mode_counts" in out and "answer_potential" in out
+    con = duckdb.connect(str(store.path(DATABASE)), read_only=True)
+    stored = con.execute("select * from selection_mode_counts order by arm, mode").fetchall()
+    con.close()
+    assert stored == results["selection_mode_counts"].rows()
+    assert main(["audit", "no_such_audit", "--store", str(store.root)]) == 2
+    assert "known: arm_cell_balance" in capsys.readouterr().err
