@@ -70,7 +70,7 @@ def test_saved_model_reloads_and_validates_as_a_local_model_directory(in_process
 
 
 def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
-    """Every stage's files, catalog to R1 labels (CPU determinism across processes)."""
+    """Every stage's files, catalog to the SFT manifest (CPU determinism across processes)."""
     _, first = in_process
     proc, second = fresh_process
     assert "check task_catalog:eval_train_firewall passed" in proc.stdout
@@ -82,6 +82,10 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     assert first.get_json(REPORT)["sampled_accuracy"] == second.get_json(REPORT)["sampled_accuracy"]
     for bank in ("trace_bank", "score_bank", "r1_labels"):  # every shard, via the index of shard hashes
         assert first.verify(f"{bank}/index.json") == second.verify(f"{bank}/index.json"), bank
+    # the seal, all six arm files (named in the manifest) and the manifest itself
+    assert "check sft_manifest:byte_identical_rerun passed" in proc.stdout
+    assert first.verify("evidence_seal.json") == second.verify("evidence_seal.json")
+    assert first.verify("sft_manifest.json") == second.verify("sft_manifest.json")
 
 
 def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_process, tmp_path, monkeypatch):

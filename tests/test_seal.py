@@ -38,7 +38,8 @@ def test_amendment_class_follows_the_evidence_present_when_recorded(tmp_path):
     assert [r["classification"] for r in (first, second, third, fourth, fifth)] == [
         "prospective amendment", "prospective amendment", "post-score deviation", "post-rollout deviation",
         "post-outcome deviation"]
-    assert second["evidence"] == {"trace": 1, "score": 0, "rollout": 0, "outcome": 0}
+    assert first["evidence"] == {} and second["evidence"] == {"trace_bank": 1}
+    assert fifth["evidence"] == {"trace_bank": 1, "score_bank": 1, "r1_labels": 1, "stage_a_eval": 1}
     logged = amendments.classified(store)
     assert [r["text"] for r in logged] == ["pre-register top_k 12", "raise the allowance", "drop one family",
                                            "new parse rule", "change the primary metric"]
@@ -52,7 +53,7 @@ def test_an_edited_amendment_breaks_the_chain(tmp_path):
         amendments.record_amendment(store, text, date="2026-11-01")
     lines = store.get_bytes(amendments.LOG).splitlines(keepends=True)
     edited = json.loads(lines[0])
-    edited["evidence"]["score"] = 0
+    edited["evidence"] = {}
     edited["text"] = "one (softened)"
     store.put_bytes(amendments.LOG, json.dumps(edited, sort_keys=True).encode() + b"\n" + b"".join(lines[1:]))
     with pytest.raises(AmendmentError, match="line 2: chain broken"):

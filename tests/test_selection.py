@@ -7,7 +7,7 @@ from scipy.optimize import linear_sum_assignment
 
 from apsft_dagster.core.assignment import InfeasibleAssignmentError, min_cost_assignment
 from apsft_dagster.core.errors import BalanceError
-from apsft_dagster.core.selection import select_arms, structural_distance
+from apsft_dagster.core.selection import distances_to_best, select_arms, skeletons, structural_distance, top_traces
 
 
 def frame(rows):
@@ -127,3 +127,20 @@ def test_a_cell_short_of_its_configured_tasks_fails_closed():
     select_arms(candidates.filter(pl.col("level") == 1), seed=1, per_cell=2)  # the full cell passes
     with pytest.raises(BalanceError, match=r"\(caravan, L2\): 1 of 2 retained"):
         select_arms(candidates, seed=1, per_cell=2)
+
+
+def test_bulk_distances_equal_the_definition_on_random_thoughts():
+    """distances_to_best (Polars) against structural_distance (plain Python), odd whitespace included."""
+    rng = np.random.default_rng(7)
+    pieces = ["add 3", "add  12", "take\t4", "", "   ", "carry 7 to 9", "x 1\r", "Step 10: go", "é 5",
+              "a\u00a0 b 2", "a \u2003b", " a b "]
+    rows = [{"task_id": f"T{task}", "trace_id": f"T{task}/{i}", "answer_gain": float(rng.integers(0, 5)),
+             "thought": "\n".join(rng.choice(pieces, rng.integers(0, 8))), "n_thought_tokens": 1}
+            for task in range(30) for i in range(rng.integers(1, 9))]
+    candidates = pl.DataFrame(rows)
+    bulk = distances_to_best(top_traces(candidates, "answer_gain", 5), skeletons(candidates))
+    for task, group in candidates.group_by("task_id"):
+        top = sorted(group.to_dicts(), key=lambda r: (-r["answer_gain"], r["trace_id"]))[:5]
+        for r in top:
+            assert bulk[r["trace_id"]] == structural_distance(top[0]["thought"], r["thought"]), r["trace_id"]
+    assert len(bulk) == sum(min(5, g.height) for _, g in candidates.group_by("task_id"))

@@ -1,7 +1,7 @@
 """Amendments and deviations as data, classified by the evidence that existed when recorded.
 
-A record holds a date, a text and a snapshot of the evidence in the store at recording time
-(artifact counts per evidence stage). Its class is derived from that snapshot, never written
+A record holds a date, a text and the set of evidence assets present in the store at recording
+time (with their artifact counts). Its class is derived from that set, never written
 by hand: *prospective amendment* when no score, rollout or outcome evidence existed yet,
 otherwise a *post-score*, *post-rollout* or *post-outcome deviation* after the latest stage
 that did. Each record carries the SHA-256 of the previous line, so an edited or dropped
@@ -17,35 +17,30 @@ from apsft_dagster.core.errors import AmendmentError
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, sha256_bytes
 
 LOG = "amendments.jsonl"
-# Store folders (or top-level artifacts) per evidence stage, in protocol order. The parity gate
-# scores calibration traces, so it is score evidence.
+# Evidence assets (store folders or top-level artifacts) -> their stage. The parity gate scores
+# calibration traces, so it is score evidence.
 EVIDENCE_STAGES = {
-    "trace": ("trace_bank",),
-    "score": ("parity_gate.json", "score_bank"),
-    "rollout": ("r1_labels",),
-    "outcome": ("stage_a_eval", "stage_a_analysis"),
+    "trace_bank": "trace", "parity_gate.json": "score", "score_bank": "score", "r1_labels": "rollout",
+    "stage_a_eval": "outcome", "stage_a_analysis": "outcome",
 }
 GENESIS = "0" * 64
 
 
 def evidence_snapshot(store: Store) -> dict[str, int]:
-    """Receipted artifacts per evidence stage right now."""
+    """The evidence assets present right now, each with its count of receipted artifacts."""
     counts = {}
-    for stage, names in EVIDENCE_STAGES.items():
-        n = 0
-        for name in names:
-            path = store.path(name)
-            if path.is_dir():
-                n += sum(1 for _ in path.rglob(f"*{RECEIPT_SUFFIX}"))
-            elif store.exists(name):
-                n += 1
-        counts[stage] = n
+    for name in EVIDENCE_STAGES:
+        path = store.path(name)
+        n = sum(1 for _ in path.rglob(f"*{RECEIPT_SUFFIX}")) if path.is_dir() else int(store.exists(name))
+        if n:
+            counts[name] = n
     return counts
 
 
 def classify(evidence: dict[str, int]) -> str:
+    stages = {EVIDENCE_STAGES[name] for name in evidence}
     for stage in ("outcome", "rollout", "score"):
-        if evidence.get(stage, 0) > 0:
+        if stage in stages:
             return f"post-{stage} deviation"
     return "prospective amendment"
 

@@ -12,7 +12,6 @@ names whatever changed.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from concurrent.futures import ThreadPoolExecutor
@@ -65,9 +64,12 @@ def validate_bank(store: Store, config: Config) -> tuple[list[str], dict]:
         missing, extra = sorted(set(tasks) - set(index)), sorted(set(index) - set(tasks))
         problems += [f"{bank}/index.json: train task {t} has no shard" for t in missing]
         problems += [f"{bank}/index.json: {t} is not a train task of this profile" for t in extra]
-        results = _parallel(lambda t, b=bank: _read_shard(store, b, t, index[t]["sha256"]), sorted(set(index) & set(tasks)))
-        problems += [p for _, p in results if p]
-        frames[bank] = pl.concat([f for f, _ in results if f is not None] or [pl.DataFrame(schema={c: pl.String for c in _COLUMNS[bank]})])
+        present = sorted(set(index) & set(tasks))
+        hashed = _parallel(lambda t, b=bank: _hash_problem(store, b, t, index[t]["sha256"]), present)
+        problems += [p for p in hashed if p]
+        frame, strays = _scoped(store, bank, [t for t, p in zip(present, hashed) if not p])
+        frames[bank] = frame
+        problems += strays
     problems += _join_problems(frames)
     eligible = frames[TRACE_BANK].filter("eligible")["trace_id"].sort().to_list()
     facts.update(traces=frames[TRACE_BANK].height, eligible=len(eligible),
@@ -75,17 +77,25 @@ def validate_bank(store: Store, config: Config) -> tuple[list[str], dict]:
     return problems, facts
 
 
-def _read_shard(store: Store, bank: str, task_id: str, indexed: str) -> tuple[pl.DataFrame | None, str | None]:
+def _hash_problem(store: Store, bank: str, task_id: str, indexed: str) -> str | None:
     name = shard_name(bank, task_id)
     try:
-        data, digest = store.read(name)
+        digest = store.verify(name)
     except (HashMismatchError, MissingArtifactError) as exc:
-        return None, str(exc)
-    if digest != indexed:
-        return None, f"{store.path(name)}: SHA-256 {digest} differs from {bank}/index.json ({indexed})"
-    frame = pl.read_parquet(io.BytesIO(data), columns=_COLUMNS[bank])
-    strays = frame.filter(pl.col("task_id") != task_id).height
-    return frame, (f"{store.path(name)}: {strays} rows belong to another task than {task_id}" if strays else None)
+        return str(exc)
+    return None if digest == indexed else f"{store.path(name)}: SHA-256 {digest} differs from {bank}/index.json ({indexed})"
+
+
+def _scoped(store: Store, bank: str, task_ids: list[str]) -> tuple[pl.DataFrame, list[str]]:
+    """The join columns of every verified shard in one scan, and rows that sit in another task's shard."""
+    if not task_ids:
+        return pl.DataFrame(schema={c: pl.Boolean if c == "eligible" else pl.String for c in _COLUMNS[bank]}), []
+    owner = {str(store.path(shard_name(bank, t))): t for t in task_ids}
+    frame = pl.scan_parquet(list(owner), include_file_paths="shard").select(*_COLUMNS[bank], "shard").collect()
+    strays = (frame.filter(pl.col("task_id") != pl.col("shard").replace_strict(owner))
+              .group_by("shard").len().sort("shard"))
+    return frame.drop("shard"), [f"{shard}: {n} rows belong to another task than {owner[shard]}"
+                                 for shard, n in strays.iter_rows()]
 
 
 def _join_problems(frames: dict[str, pl.DataFrame]) -> list[str]:

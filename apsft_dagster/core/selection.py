@@ -26,30 +26,68 @@ ROWS_PER_TASK = 2
 
 
 def skeleton(thought: str) -> frozenset[str]:
-    return frozenset(re.sub(r"\s+", " ", re.sub(r"\d+", "#", line)).strip() for line in thought.splitlines() if line.strip())
+    return frozenset(_lines(thought))
+
+
+def _lines(thought: str) -> list[str]:
+    return [re.sub(r"\s+", " ", re.sub(r"\d+", "#", line)).strip() for line in thought.split("\n") if line.strip()]
 
 
 def structural_distance(a: str, b: str) -> tuple[float, int]:
+    """The definition (module docstring); `distances_to_best` computes the same in bulk."""
     sa, sb = skeleton(a), skeleton(b)
     union = sa | sb
     jaccard = len(sa & sb) / len(union) if union else 1.0
-    lines = abs(len([x for x in a.splitlines() if x.strip()]) - len([x for x in b.splitlines() if x.strip()]))
-    return (1.0 - jaccard, lines)
+    return (1.0 - jaccard, abs(len(_lines(a)) - len(_lines(b))))
+
+
+def top_traces(eligible: pl.DataFrame, score: str, top_k: int) -> pl.DataFrame:
+    """task_id, trace_id of each task's top k by `score` (ties by trace id), best first."""
+    return (eligible.select("task_id", "trace_id", score).sort([score, "trace_id"], descending=[True, False])
+            .group_by("task_id", maintain_order=True).head(top_k).select("task_id", "trace_id"))
+
+
+def skeletons(traces: pl.DataFrame) -> pl.DataFrame:
+    """trace_id, skeleton (unique lines) and n (non-empty lines), as `_lines` defines them, in
+    Polars over slices collected in parallel: at full scale this is ~100 MB of text. The
+    whitespace pattern rewrites only runs that change, which is most of the speed."""
+    lines = (pl.col("thought").str.replace_all(r"\d+", "#").str.replace_all(r"[^\S\n]{2,}|[^\S\n ]", " ")
+             .str.split("\n").list.eval(pl.element().str.strip_chars()).list.eval(pl.element().filter(pl.element() != "")))
+    step = max(1, -(-traces.height // pl.thread_pool_size()))
+    parts = [traces.slice(i, step).lazy().select("trace_id", lines.list.unique().alias("skeleton"),
+                                                  lines.list.len().cast(pl.Int64).alias("n"))
+             for i in range(0, traces.height, step)]
+    return pl.concat(pl.collect_all(parts)) if parts else pl.DataFrame(schema={"trace_id": pl.String})
+
+
+def distances_to_best(top: pl.DataFrame, skeleton: pl.DataFrame) -> dict[str, tuple[float, int]]:
+    """structural_distance(best, t) for every trace t of `top` (from top_traces)."""
+    ranked = top.join(skeleton, on="trace_id", how="left", maintain_order="left")
+    best = ranked.group_by("task_id", maintain_order=True).first().select(
+        "task_id", pl.col("skeleton").alias("best_skeleton"), pl.col("n").alias("best_n"))
+    shared = pl.col("skeleton").list.set_intersection("best_skeleton").list.len()
+    union = pl.col("skeleton").list.set_union("best_skeleton").list.len()
+    both = ranked.join(best, on="task_id").select(
+        "trace_id", (1.0 - pl.when(union > 0).then(shared / union).otherwise(1.0)).alias("d"),
+        (pl.col("n") - pl.col("best_n")).abs().alias("gap"))
+    return {t: (d, g) for t, d, g in both.iter_rows()}
 
 
 def _row(arm: str, target: dict, source: dict, mode: str, gap: float) -> dict:
     return {"arm": arm, "task_id": target["task_id"], "family": target["family"], "level": target["level"],
             "source_task_id": source["task_id"], "source_trace_id": source["trace_id"], "mode": mode, "gap": gap,
-            "n_thought_tokens": source["n_thought_tokens"], "thought": source["thought"]}
+            "n_thought_tokens": source["n_thought_tokens"]}
 
 
-def potential_rows(arm: str, traces: list[dict], score: str, top_k: int, band: float) -> list[dict]:
-    """Best by `score` (ties by trace id), then the most distant in-band member of the top k, else the second."""
+def potential_rows(arm: str, traces: list[dict], score: str, top_k: int, band: float,
+                   distance: dict[str, tuple[float, int]]) -> list[dict]:
+    """Best by `score` (ties by trace id), then the most distant in-band member of the top k, else
+    the second. `distance[trace id]`: its structural distance to the best."""
     top = sorted(traces, key=lambda t: (-t[score], t["trace_id"]))[:top_k]
     best = top[0]
     in_band = [t for t in top[1:] if best[score] - t[score] <= band]
     if in_band:
-        second = max(in_band, key=lambda t: (structural_distance(best["thought"], t["thought"]), -top.index(t)))
+        second = max(in_band, key=lambda t: (distance[t["trace_id"]], -top.index(t)))
         mode = "near_best_diverse"
     else:
         second, mode = top[1], "fallback_second"
@@ -110,8 +148,8 @@ def shuffle_rows(answer: list[dict]) -> list[dict]:
             src = slots[j]
             rows.append({**_row("potential_shuffle", slot, {"task_id": src["source_task_id"],
                                                             "trace_id": src["source_trace_id"],
-                                                            "n_thought_tokens": src["n_thought_tokens"],
-                                                            "thought": src["thought"]}, "shuffle", src["gap"]),
+                                                            "n_thought_tokens": src["n_thought_tokens"]},
+                                 "shuffle", src["gap"]),
                          "target_trace_id": slot["source_trace_id"], "source_mode": src["mode"],
                          "length_cost": cost[i][j]})
     return rows
@@ -124,8 +162,12 @@ def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: f
     from every arm alike. Returns one frame per arm; raises BalanceError before returning if any
     arm breaks two rows per retained task (success_rft: the same total) or, given `per_cell`,
     if any (family, level) cell of the candidates does not retain exactly `per_cell` tasks."""
+    eligible = candidates.filter("eligible")
+    tops = {score: top_traces(eligible, score, top_k) for score in ("answer_gain", "joint_gain")}
+    skeleton = skeletons(eligible.join(pl.concat(tops.values()), on="trace_id", how="semi"))  # each text once
+    distance = {score: distances_to_best(top, skeleton) for score, top in tops.items()}
     by_task: dict[str, list[dict]] = defaultdict(list)
-    for t in candidates.filter("eligible").sort("task_id", "trace_id").to_dicts():
+    for t in eligible.drop("thought").sort("task_id", "trace_id").to_dicts():  # texts stay in Polars
         by_task[t["task_id"]].append(t)
     retained = sorted(t for t, rows in by_task.items() if len(rows) >= ROWS_PER_TASK)
     if per_cell is not None:
@@ -133,15 +175,19 @@ def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: f
     arms: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     for task in retained:
         traces = by_task[task]
-        answer = potential_rows("answer_potential", traces, "answer_gain", top_k, band)
+        answer = potential_rows("answer_potential", traces, "answer_gain", top_k, band, distance["answer_gain"])
         arms["answer_potential"] += answer
-        arms["joint_potential"] += potential_rows("joint_potential", traces, "joint_gain", top_k, band)
+        arms["joint_potential"] += potential_rows("joint_potential", traces, "joint_gain", top_k, band,
+                                                  distance["joint_gain"])
         arms["random_natural"] += random_rows(traces, answer, seed)
         shortest = sorted(traces, key=lambda t: (t["n_thought_tokens"], t["trace_id"]))[:ROWS_PER_TASK]
         arms["shortest_natural"] += [_row("shortest_natural", t, t, "shortest", 0.0) for t in shortest]
     arms["success_rft"] = success_rows(by_task, arms["answer_potential"], ROWS_PER_TASK * len(retained))
     arms["potential_shuffle"] = shuffle_rows(arms["answer_potential"])
-    frames = {arm: pl.DataFrame(rows, infer_schema_length=None) for arm, rows in arms.items()}
+    thoughts = eligible.select(pl.col("trace_id").alias("source_trace_id"), "thought")
+    frames = {arm: pl.DataFrame(rows, infer_schema_length=None).join(thoughts, on="source_trace_id", how="left",
+                                                                     maintain_order="left")
+              for arm, rows in arms.items()}
     _assert_balance(frames, retained)
     return frames
 
