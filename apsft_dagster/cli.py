@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 
@@ -68,7 +69,29 @@ def ui(args: argparse.Namespace) -> int:
     _export(args)
     ensure_dagster_home()
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.port)]
-    return subprocess.call(cmd, cwd=PROJECT_ROOT)
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, start_new_session=True)  # its own group, so we can end it all
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        return _stop(proc)
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> int:
+    """Interrupt dagster dev; its daemon can hang on shutdown (dagster-io/dagster#3757), so after
+    a grace period kill the whole process group (webserver, daemon, code servers)."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        return proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        print(f"apsft: dagster dev did not stop within {grace_s:.0f} s; killing its processes", file=sys.stderr)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return 130
 
 
 def export_bank(args: argparse.Namespace) -> int:

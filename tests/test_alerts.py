@@ -65,16 +65,24 @@ def soft():
     return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.WARN)
 
 
-def test_failed_error_check_is_alerted_once_to_file_and_webhook(hook):
+@pytest.fixture
+def instance():
+    """A real on-disk instance: SQLite event log sharded by run, as `dagster dev` uses."""
+    with dg.instance_for_test() as real:
+        yield real
+
+
+def test_failed_error_check_is_alerted_to_file_and_webhook(hook, instance):
     _, received = hook
-    instance = dg.DagsterInstance.ephemeral()
     before = time.time()
     run = dg.materialize([guarded, broken, fine, soft], instance=instance)
-    context = dg.build_sensor_context(instance=instance, cursor=None)
+    assert run.success  # non-blocking checks: the run succeeds with a failed ERROR check
+    context = dg.build_run_status_sensor_context(
+        sensor_name="asset_check_alert_sensor", dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run.run_id), dagster_event=run.get_run_success_event())
 
-    skip = asset_check_alert_sensor(context)
+    asset_check_alert_sensor(context)
 
-    assert "3 check evaluations read, 1 failed ERROR checks alerted" in skip.skip_message
     [line] = _lines()
     webhook = line.pop("webhook")
     assert line["kind"] == "asset_check_failed"
@@ -87,9 +95,34 @@ def test_failed_error_check_is_alerted_once_to_file_and_webhook(hook):
     assert (path, headers["Content-Type"], body) == ("/hook", "application/json", line)
     assert webhook == {"url": f"{hook[0]}/hook", "status": 200}
 
-    again = dg.build_sensor_context(instance=instance, cursor=context.cursor)
-    assert "0 check evaluations read" in asset_check_alert_sensor(again).skip_message
+    clean = dg.materialize([guarded, fine], instance=instance)  # a run whose checks pass alerts nothing
+    asset_check_alert_sensor(dg.build_run_status_sensor_context(
+        sensor_name="asset_check_alert_sensor", dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(clean.run_id), dagster_event=clean.get_run_success_event()))
     assert len(_lines()) == 1 and len(received) == 1
+
+
+@dg.asset(key_prefix="alerts", check_specs=[dg.AssetCheckSpec("sealed", asset=["alerts", "blocked"], blocking=True)])
+def blocked():
+    yield dg.Output(1)
+    yield dg.AssetCheckResult(check_name="sealed", passed=False, severity=dg.AssetCheckSeverity.ERROR)
+
+
+def test_failed_blocking_check_fails_the_run_and_both_are_alerted(hook, instance):
+    result = dg.materialize([blocked], instance=instance, raise_on_error=False)
+    assert not result.success
+    context = dg.build_run_status_sensor_context(
+        sensor_name="run_failure_alert_sensor", dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(result.run_id), dagster_event=result.get_run_failure_event(),
+    ).for_run_failure()
+
+    run_failure_alert_sensor(context)
+
+    run_line, check_line = _lines()
+    assert (run_line["kind"], run_line["run_id"]) == ("run_failed", result.run_id)
+    assert (check_line["kind"], check_line["asset_key"], check_line["check_name"]) == (
+        "asset_check_failed", "alerts/blocked", "sealed")
+    assert [body["kind"] for _, _, body in hook[1]] == ["run_failed", "asset_check_failed"]
 
 
 @dg.op
@@ -102,9 +135,8 @@ def doomed():
     explode()
 
 
-def test_failed_run_is_alerted_with_its_step_error(hook):
+def test_failed_run_is_alerted_with_its_step_error(hook, instance):
     _, received = hook
-    instance = dg.DagsterInstance.ephemeral()
     result = doomed.execute_in_process(instance=instance, raise_on_error=False)
     context = dg.build_run_status_sensor_context(
         sensor_name="run_failure_alert_sensor", dagster_instance=instance,

@@ -17,7 +17,15 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_ui_serves_on_loopback(tmp_path):
+def _alive(port: int) -> list[int]:
+    """Every process in the group of the `dagster dev` serving `port` (webserver, daemon, code servers)."""
+    table = [line.split(None, 2) for line in subprocess.run(["ps", "-ww", "-eo", "pid=,pgid=,args="], capture_output=True,
+                                                              text=True).stdout.splitlines()]
+    groups = {int(pgid) for pid, pgid, args in table if "dagster dev" in args and f"-p {port}" in args}
+    return [int(pid) for pid, pgid, _ in table if int(pgid) in groups]
+
+
+def test_ui_serves_on_loopback_and_stops_every_process(tmp_path):
     port = _free_port()
     env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path)}
     env.pop("DAGSTER_HOME", None)
@@ -33,6 +41,15 @@ def test_ui_serves_on_loopback(tmp_path):
         assert body is not None and b"dagster_webserver_version" in body
         settings = tmp_path / "dagster_home" / "dagster.yaml"
         assert "enabled: false" in settings.read_text()  # telemetry off
+        assert _alive(port)
+        proc.send_signal(signal.SIGTERM)  # to `apsft ui` alone, as a service manager would
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 10
+        while _alive(port) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not _alive(port)  # webserver, daemon and code servers all gone
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=30)
+        for pid in _alive(port):
+            os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()

@@ -7,38 +7,32 @@ from dagster._core.events import DagsterEventType
 
 from apsft_dagster.core.alerts import check_failure_record, deliver, first_line, run_failure_record
 
-BATCH = 500  # evaluations read per tick; a larger backlog continues on the next tick from the cursor
+
+def _failed_checks(instance: dg.DagsterInstance, run_id: str) -> list[dict]:
+    """Alerts for the run's failed ERROR-severity check evaluations (passed and WARN ones are not).
+
+    Read per run: the default SQLite event log is sharded by run, so a global event cursor is
+    not available there; run status sensors already visit every finished run exactly once."""
+    alerts = []
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
+        evaluation = entry.dagster_event.asset_check_evaluation_data
+        if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.ERROR:
+            continue
+        alerts.append(check_failure_record(
+            asset_key=evaluation.asset_key.to_user_string(), check_name=evaluation.check_name,
+            severity=evaluation.severity.value, run_id=run_id, partition=evaluation.partition,
+            timestamp=entry.timestamp, description=evaluation.description,
+            metadata={key: value.value for key, value in evaluation.metadata.items()},
+        ))
+    return alerts
 
 
-def _check_record(event_record) -> dict | None:
-    """The alert for one stored check evaluation, or None when it passed or is only a WARN."""
-    evaluation = event_record.event_log_entry.dagster_event.asset_check_evaluation_data
-    if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.ERROR:
-        return None
-    return check_failure_record(
-        asset_key=evaluation.asset_key.to_user_string(), check_name=evaluation.check_name,
-        severity=evaluation.severity.value, run_id=event_record.run_id, partition=evaluation.partition,
-        timestamp=event_record.timestamp, description=evaluation.description,
-        metadata={key: value.value for key, value in evaluation.metadata.items()},
-    )
-
-
-@dg.sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def asset_check_alert_sensor(context: dg.SensorEvaluationContext) -> dg.SkipReason:
-    """Alerts each failed ERROR check exactly once: the cursor is the last event storage id read."""
-    after = int(context.cursor or 0)
-    # instance.get_event_records is deprecated in 1.13 and there is no fetch_* for check
-    # evaluations, so read the event log storage (same call, not deprecated) directly.
-    records = context.instance.event_log_storage.get_event_records(
-        dg.EventRecordsFilter(event_type=DagsterEventType.ASSET_CHECK_EVALUATION, after_cursor=after),
-        limit=BATCH, ascending=True,
-    )
-    alerts = [alert for alert in map(_check_record, records) if alert is not None]
-    for alert in alerts:
+@dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, minimum_interval_seconds=30,
+                      default_status=dg.DefaultSensorStatus.RUNNING)
+def asset_check_alert_sensor(context: dg.RunStatusSensorContext) -> None:
+    """A run can succeed and still carry failed ERROR checks (a non-blocking check)."""
+    for alert in _failed_checks(context.instance, context.dagster_run.run_id):
         deliver(alert)
-    if records:
-        context.update_cursor(str(records[-1].storage_id))
-    return dg.SkipReason(f"{len(records)} check evaluations read, {len(alerts)} failed ERROR checks alerted")
 
 
 @dg.run_failure_sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
@@ -53,6 +47,8 @@ def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> None:
         run_id=run.run_id, job_name=run.job_name, timestamp=ended,
         error=context.failure_event.message, step_errors=step_errors, tags=dict(run.tags),
     ))
+    for alert in _failed_checks(context.instance, run.run_id):  # a failed blocking check fails its run
+        deliver(alert)
 
 
 sensors: list = [asset_check_alert_sensor, run_failure_alert_sensor]
