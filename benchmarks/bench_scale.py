@@ -26,7 +26,7 @@ import numpy as np
 import polars as pl
 
 from apsft_dagster.core.audits import discover, run_audit
-from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, bank_index, shard_name
+from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, shard_name, write_index
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.harvest import TRACE_SCHEMA
 from apsft_dagster.core.rollouts import R1_SCHEMA
@@ -91,7 +91,7 @@ def build_store(root: Path, config) -> Store:
         if n % 60 == 59:
             print(f"  wrote {n + 1}/360 tasks", flush=True)
     for bank, d in digests.items():
-        store.put_json(f"{bank}/index.json", bank_index(bank, d))
+        write_index(store, bank, d)
     store.put_parquet("task_catalog.parquet", pl.DataFrame(catalog))
     store.put_json("base_model.json", {"fingerprint": "f" * 64})
     store.put_json("parity_gate.json", {"metrics": {"answer_gain": 0.01, "joint_gain": 0.02}, "threshold": 0.15,

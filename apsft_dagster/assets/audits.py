@@ -5,16 +5,14 @@ import polars as pl
 
 from apsft_dagster.assets.common import OWNERS
 from apsft_dagster.core.audits import Audit, discover, persist, run_audit
+from apsft_dagster.core.store import json_scalar
 from apsft_dagster.resources import ExperimentResource
 
 
 def table_metadata(frame: pl.DataFrame) -> dg.MetadataValue:
     """The result as a UI table; nested values (structs, lists) shown as text."""
-    def cell(value):
-        return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
-
     schema = dg.TableSchema(columns=[dg.TableColumn(c, str(t)) for c, t in frame.schema.items()])
-    records = [dg.TableRecord({k: cell(v) for k, v in row.items()}) for row in frame.iter_rows(named=True)]
+    records = [dg.TableRecord({k: json_scalar(v) for k, v in row.items()}) for row in frame.iter_rows(named=True)]
     return dg.MetadataValue.table(records=records, schema=schema)
 
 

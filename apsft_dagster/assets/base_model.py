@@ -5,10 +5,9 @@ import dagster as dg
 from apsft_dagster.assets.common import OWNERS
 from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
 from apsft_dagster.core.embedded.build import build_embedded
+from apsft_dagster.core.model_dir import BASE_MODEL_REPORT as REPORT
 from apsft_dagster.core.model_dir import EMBEDDED_MODEL_DIR, inspect_model_dir
 from apsft_dagster.resources import ExperimentResource
-
-REPORT = "base_model.json"
 
 
 @dg.asset(deps=[task_catalog], group_name="model", kinds={"pytorch", "transformers"}, owners=OWNERS)

@@ -6,7 +6,7 @@ import polars as pl
 from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.score_bank import join_problems, score_bank, score_bank_index
 from apsft_dagster.assets.task_catalog import CATALOG
-from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, bank_index, shard_name
+from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, shard_name, write_index
 from apsft_dagster.core.rollouts import R1_SCHEMA, r1_rollouts
 from apsft_dagster.core.score_bank import SCORE_SCHEMA
 from apsft_dagster.core.tasks.splits import train_task_ids
@@ -49,7 +49,7 @@ def r1_labels_index(context: dg.AssetExecutionContext, experiment: ExperimentRes
     scores, _, _ = load_shards(store, SCORE_BANK, task_ids, SCORE_SCHEMA)
     labels, digests, parity = load_shards(store, R1_BANK, task_ids, R1_SCHEMA)
     once, extra = join_problems(scores, labels, "rolled out")
-    digest = store.put_json(f"{R1_BANK}/index.json", bank_index(R1_BANK, digests))
+    digest = write_index(store, R1_BANK, digests)
     per_task = labels.group_by("task_id").agg(pl.col("success").any())
     return dg.MaterializeResult(
         metadata={"rollouts": labels.height, "successes": int(labels["success"].sum()),

@@ -6,7 +6,7 @@ import polars as pl
 from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.task_catalog import CATALOG
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
-from apsft_dagster.core.bank import SCORE_BANK, TRACE_BANK, bank_index, shard_name
+from apsft_dagster.core.bank import SCORE_BANK, TRACE_BANK, shard_name, write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA
 from apsft_dagster.core.parity import calibration_traces, parity_report, require_parity
 from apsft_dagster.core.protocol import format_answer, format_prompt
@@ -87,7 +87,7 @@ def score_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentRe
     problems = {"hash_parity": parity, "every_eligible_scored_once": once, "no_ineligible_scored": extra}
     problems["finite_values"] = [f"{t}: non-finite score" for t in scores.filter(
         ~pl.all_horizontal(pl.col(c).is_finite() for c in SCORE_COLUMNS))["trace_id"].to_list()]
-    digest = store.put_json(f"{SCORE_BANK}/index.json", bank_index(SCORE_BANK, digests))
+    digest = write_index(store, SCORE_BANK, digests)
     return dg.MaterializeResult(
         metadata={"traces_scored": scores.height, "tasks": scores["task_id"].n_unique(), "index_sha256": digest,
                   "mean_answer_gain": float(scores["answer_gain"].mean() or 0.0),

@@ -53,10 +53,10 @@ def sft_manifest(context: dg.AssetExecutionContext, experiment: ExperimentResour
     """Each arm file's SHA-256, rows, sources, modes, dose and device-hour envelope; its hash is
     the experiment's identity."""
     config, store = experiment.config(), experiment.store()
-    stored = {arm: store.read(arm_file(arm)) for arm in ARMS}
+    stored = {arm: store.verify(arm_file(arm)) for arm in ARMS}  # hashed in blocks, not held in memory
     rows = {arm: store.get_parquet(rows_file(arm)) for arm in ARMS}
     rerun = _select(experiment)
-    entries = [manifest_entry(arm, rows[arm], stored[arm][1], config) for arm in ARMS]
+    entries = [manifest_entry(arm, rows[arm], stored[arm], config) for arm in ARMS]
     digest = store.put_json(MANIFEST, manifest(entries, store.verify(SEAL), config))
     split = config.tasks.train
     want = 2 * split.total
@@ -70,7 +70,7 @@ def sft_manifest(context: dg.AssetExecutionContext, experiment: ExperimentResour
                                                                    split.per_cell, len(split.families) * len(split.levels))),
             check_result("rows_per_arm", [f"{a}: {r.height} rows, expected {want}" for a, r in rows.items() if r.height != want]),
             check_result("byte_identical_rerun", [
-                f"{arm_file(a)}: stored {stored[a][1]}, rerun {digest_of(rerun[a])}"
-                for a in ARMS if digest_of(rerun[a]) != stored[a][1]]),
+                f"{arm_file(a)}: stored {stored[a]}, rerun {digest_of(rerun[a])}"
+                for a in ARMS if digest_of(rerun[a]) != stored[a]]),
         ],
     )

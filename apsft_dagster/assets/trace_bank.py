@@ -8,7 +8,7 @@ from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_
 from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
 from apsft_dagster.core import trace_audit
 from apsft_dagster.core.bank import TRACE_BANK as BANK
-from apsft_dagster.core.bank import InheritedBank, bank_index
+from apsft_dagster.core.bank import InheritedBank, write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
@@ -58,7 +58,7 @@ def trace_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentRe
     task_ids = train_task_ids(config)
     bank, digests, parity = load_shards(store, BANK, task_ids, TRACE_SCHEMA)
     summary = trace_audit.summarize(bank)
-    digest = store.put_json(f"{BANK}/index.json", bank_index(BANK, digests))
+    digest = write_index(store, BANK, digests)
     store.put_json(f"{BANK}/summary.json", summary)
     problems = {
         "every_task_once": trace_audit.check_tasks_present(bank, task_ids),

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from apsft_dagster.core.paths import state_dir
+from apsft_dagster.core.store import json_scalar
 
 
 def alert_path() -> Path:
@@ -29,16 +30,11 @@ def _iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, tz=UTC).isoformat()
 
 
-def _plain(value):
-    """Keep JSON scalars as they are; anything richer (tables, markdown objects) becomes text."""
-    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
-
-
 def check_failure_record(*, asset_key: str, check_name: str, severity: str, run_id: str, partition: str | None,
                          timestamp: float, description: str | None = None, metadata: dict | None = None) -> dict:
     return {"kind": "asset_check_failed", "at": _iso(timestamp), "asset_key": asset_key, "check_name": check_name,
             "severity": severity, "run_id": run_id, "partition": partition, "description": description,
-            "metadata": {key: _plain(value) for key, value in (metadata or {}).items()}}
+            "metadata": {key: json_scalar(value) for key, value in (metadata or {}).items()}}
 
 
 def run_failure_record(*, run_id: str, job_name: str, timestamp: float, error: str | None,

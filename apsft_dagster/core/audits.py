@@ -91,8 +91,8 @@ def discover(directory: Path = AUDIT_DIR) -> list[Audit]:
     return [load_audit(p) for p in sorted(directory.glob("*.sql"))]
 
 
-def connect(store: Store, views: tuple[str, ...], database: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    con = duckdb.connect(database)
+def connect(store: Store, views: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
     for view in views:
         asset, files, select = VIEWS[view]
         if not any(store.root.glob(files)):

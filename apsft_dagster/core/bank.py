@@ -25,6 +25,15 @@ def shard_name(bank: str, task_id: str) -> str:
     return f"{bank}/shards/{task_id}.parquet"
 
 
+def index_name(bank: str) -> str:
+    return f"{bank}/index.json"
+
+
+def write_index(store: Store, bank: str, digests: dict[str, str]) -> str:
+    """Write the bank's index from shard digests the caller verified; return the index SHA-256."""
+    return store.put_json(index_name(bank), bank_index(bank, digests))
+
+
 def bank_index(bank: str, digests: dict[str, str]) -> dict:
     """The index document: task -> {shard, sha256}, from digests the caller has verified."""
     return {"format": INDEX_FORMAT, "bank": bank,

@@ -10,6 +10,7 @@ from apsft_dagster.core.errors import ModelDirectoryError
 from apsft_dagster.core.store import Store, dir_digests, fingerprint
 
 EMBEDDED_MODEL_DIR = "base_model"  # the embedded model's directory artifact in the store
+BASE_MODEL_REPORT = "base_model.json"  # source, path and fingerprint of the base model (sealed)
 
 
 def base_model_path(config: Config, store: Store) -> Path:

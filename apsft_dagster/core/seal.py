@@ -20,16 +20,16 @@ from pathlib import Path
 import polars as pl
 
 from apsft_dagster.core import amendments
-from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, shard_name
+from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, index_name, shard_name
 from apsft_dagster.core.config import PROJECT_ROOT, Config
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, SealError
+from apsft_dagster.core.model_dir import BASE_MODEL_REPORT
 from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
 from apsft_dagster.core.tasks.splits import train_task_ids
 
 SEAL = "evidence_seal.json"
 FORMAT = "apsft-evidence-seal/1"
 BANKS = (TRACE_BANK, SCORE_BANK, R1_BANK)
-BASE_MODEL_REPORT = "base_model.json"
 # The code that selects and trains, relative to core/. Training modules join by pattern as they land.
 SEALED_CODE = ("selection.py", "assignment.py", "sft_arms.py", "protocol.py", "seeds.py", "training*.py",
                "training/**/*.py")
@@ -50,7 +50,7 @@ def _parallel(fn, items: list) -> list:
 
 
 def _index(store: Store, bank: str) -> tuple[dict, str]:
-    data, digest = store.read(f"{bank}/index.json")
+    data, digest = store.read(index_name(bank))
     return json.loads(data)["tasks"], digest
 
 
@@ -62,8 +62,8 @@ def validate_bank(store: Store, config: Config) -> tuple[list[str], dict]:
         index, digest = _index(store, bank)
         facts["banks"][bank] = {"index_sha256": digest, "shards": len(index)}
         missing, extra = sorted(set(tasks) - set(index)), sorted(set(index) - set(tasks))
-        problems += [f"{bank}/index.json: train task {t} has no shard" for t in missing]
-        problems += [f"{bank}/index.json: {t} is not a train task of this profile" for t in extra]
+        problems += [f"{index_name(bank)}: train task {t} has no shard" for t in missing]
+        problems += [f"{index_name(bank)}: {t} is not a train task of this profile" for t in extra]
         present = sorted(set(index) & set(tasks))
         hashed = _parallel(lambda t, b=bank: _hash_problem(store, b, t, index[t]["sha256"]), present)
         problems += [p for p in hashed if p]
@@ -83,7 +83,7 @@ def _hash_problem(store: Store, bank: str, task_id: str, indexed: str) -> str | 
         digest = store.verify(name)
     except (HashMismatchError, MissingArtifactError) as exc:
         return str(exc)
-    return None if digest == indexed else f"{store.path(name)}: SHA-256 {digest} differs from {bank}/index.json ({indexed})"
+    return None if digest == indexed else f"{store.path(name)}: SHA-256 {digest} differs from {index_name(bank)} ({indexed})"
 
 
 def _scoped(store: Store, bank: str, task_ids: list[str]) -> tuple[pl.DataFrame, list[str]]:
@@ -165,7 +165,7 @@ def _current_changes(store: Store, config: Config, doc: dict) -> list[str]:
 
 
 def _bank_changes(store: Store, bank: str, sealed: str) -> list[str]:
-    path = store.path(f"{bank}/index.json")
+    path = store.path(index_name(bank))
     data = path.read_bytes() if path.is_file() else b""
     if sha256_bytes(data) != sealed:
         return [f"{path}: SHA-256 {sha256_bytes(data) if data else '(missing)'}, sealed {sealed}"]

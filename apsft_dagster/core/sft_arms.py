@@ -19,6 +19,7 @@ from apsft_dagster.core.config import Config
 from apsft_dagster.core.protocol import format_record
 from apsft_dagster.core.selection import ARMS, select_arms
 from apsft_dagster.core.store import Store, jsonl_gz_bytes, sha256_bytes
+from apsft_dagster.core.tasks.splits import train_task_ids
 
 ARM_DIR = "sft_arms"
 MANIFEST = "sft_manifest.json"
@@ -59,8 +60,7 @@ def with_records(frame: pl.DataFrame, catalog: pl.DataFrame, tokenizer, max_leng
 
 def build_arms(store: Store, config: Config, catalog: pl.DataFrame, tokenizer) -> dict[str, pl.DataFrame]:
     """Select all six arms from the sealed banks (balance asserted inside) and build their records."""
-    task_ids = sorted(catalog.filter(pl.col("split") == "train")["task_id"])
-    arms = select_arms(load_candidates(store, task_ids), seed=config.seeds.experiment, top_k=config.selection.top_k,
+    arms = select_arms(load_candidates(store, train_task_ids(config)), seed=config.seeds.experiment, top_k=config.selection.top_k,
                        band=config.selection.band, per_cell=config.tasks.train.per_cell)
     return {arm: with_records(arms[arm], catalog, tokenizer, config.training.max_length) for arm in ARMS}
 

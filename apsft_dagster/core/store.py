@@ -42,6 +42,11 @@ def json_bytes(obj: object) -> bytes:
     return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode()
 
 
+def json_scalar(value: object) -> object:
+    """A JSON scalar as it is; anything richer (structs, lists, metadata objects) as its text."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else str(value)
+
+
 def parquet_bytes(frame: pl.DataFrame) -> bytes:
     buffer = io.BytesIO()
     frame.write_parquet(buffer, **PARQUET_SETTINGS)
