@@ -96,12 +96,12 @@ def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> int:
 
 def export_bank(args: argparse.Namespace) -> int:
     """Write the trace bank as an inheritable bank (index.json + shards) and print its digest."""
-    from apsft_dagster.core.bank import TRACE_BANK, shard_name
     from apsft_dagster.core.bank import export_bank as export
+    from apsft_dagster.core.layout import TRACE_BANK, shard_file
     from apsft_dagster.core.tasks.splits import train_task_ids
 
     config, store = _store(args)
-    task_ids = [t for t in train_task_ids(config) if store.exists(shard_name(TRACE_BANK, t))]
+    task_ids = [t for t in train_task_ids(config) if store.exists(shard_file(TRACE_BANK, t))]
     digest = export(store, TRACE_BANK, task_ids, args.out)
     print(f"exported {len(task_ids)} task shards to {args.out}")
     print(f"harvest.inherited_index: {os.path.abspath(args.out)}/index.json")

@@ -26,14 +26,15 @@ import numpy as np
 import polars as pl
 
 from apsft_dagster.core.audits import discover, run_audit
-from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, shard_name, write_index
+from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.harvest import TRACE_SCHEMA
+from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_rows, shard_file
 from apsft_dagster.core.rollouts import R1_SCHEMA
 from apsft_dagster.core.score_bank import SCORE_COLUMNS, SCORE_SCHEMA
 from apsft_dagster.core.seal import seal, validate_bank, verify_seal
 from apsft_dagster.core.selection import ARMS, select_arms
-from apsft_dagster.core.sft_arms import load_candidates, manifest_entry, provenance, rows_file
+from apsft_dagster.core.sft_arms import load_candidates, manifest_entry, provenance
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.tasks.splits import train_task_ids
 
@@ -61,7 +62,7 @@ def synthetic_task(task_id: str, family: str, level: int, rng: np.random.Generat
     traces = pl.DataFrame({
         "trace_id": ids, "task_id": task_id, "family": family, "level": level, "batch": "main",
         "sample_index": np.arange(TRACES_PER_TASK), "seed": rng.integers(0, 2**31, TRACES_PER_TASK),
-        "continuation_seed": None, "text": texts, "token_ids": [t.tolist() for t in tokens],
+        "continuation_seed": None, "thought": texts, "token_ids": [t.tolist() for t in tokens],
         "n_tokens": n_tokens + 12, "n_thought_tokens": n_tokens, "n_record_tokens": n_tokens + 160,
         "closed": eligible, "continued": False, "loop": False, "loop_period": None, "eligible": eligible,
         "finish_reason": "stop", "token_sha256": "0" * 64, "task_excluded": False}, schema=TRACE_SCHEMA)
@@ -87,7 +88,7 @@ def build_store(root: Path, config) -> Store:
         catalog.append({"task_id": task_id, "split": "train", "family": family, "level": level,
                         "prompt": f"task {task_id}", "answer": "7"})
         for bank, frame in synthetic_task(task_id, family, level, rng).items():
-            digests[bank][task_id] = store.put_parquet(shard_name(bank, task_id), frame)
+            digests[bank][task_id] = store.put_parquet(shard_file(bank, task_id), frame)
         if n % 60 == 59:
             print(f"  wrote {n + 1}/360 tasks", flush=True)
     for bank, d in digests.items():
@@ -124,7 +125,7 @@ def main() -> int:
     for arm in ARMS:
         rows = arms[arm].with_columns(n_record_tokens=pl.col("n_thought_tokens") + 160,
                                       n_forward_tokens=pl.col("n_thought_tokens") + 160, row=pl.int_range(pl.len()))
-        store.put_parquet(rows_file(arm), provenance(rows.with_columns(prompt=pl.lit(""), answer=pl.lit(""))))
+        store.put_parquet(arm_rows(arm), provenance(rows.with_columns(prompt=pl.lit(""), answer=pl.lit(""))))
         entries.append(manifest_entry(arm, rows, "0" * 64, config))
     store.put_json("sft_manifest.json", {"arms": entries})
     print(f"two-epoch forward tokens, all arms: {sum(e['forward_tokens'] for e in entries) / 1e6:.1f}M")

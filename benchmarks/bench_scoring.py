@@ -52,7 +52,7 @@ def main() -> None:
     answers = dict(store.get_parquet("task_catalog.parquet").select("task_id", "answer").iter_rows())
     traces = pl.concat([store.get_parquet(p.relative_to(store.root).as_posix())
                         for p in sorted((store.root / "trace_bank" / "shards").glob("*.parquet"))]).filter("eligible")
-    items = [(format_prompt(catalog[t]), z, format_answer(answers[t])) for t, z in traces.select("task_id", "text").iter_rows()]
+    items = [(format_prompt(catalog[t]), z, format_answer(answers[t])) for t, z in traces.select("task_id", "thought").iter_rows()]
     tokens = sum(len(locate_spans(tok, *item).input_ids) for item in items)
     rates = {}
     for name, fn in (("bare", bare), ("scorer", score_trace), ("naive", naive)) * 2:

@@ -69,7 +69,7 @@ def test_continuation_loop_and_eligibility(tokenizer):
     assert rows["token_ids"][2].to_list() == list(range(20, 100)) + list(step) + [close]
     assert main.seed == derive_seed(42, TASK.task_id, "main") == rows["seed"][0]
     assert rows["continuation_seed"][2] == derive_seed(main.seed, "continuation", 2)
-    assert rows["n_thought_tokens"][0] == len(step) and rows["text"][0] == "Step 3: salt 3 + 1 = 4.\n"
+    assert rows["n_thought_tokens"][0] == len(step) and rows["thought"][0] == "Step 3: salt 3 + 1 = 4.\n"
     assert rows["task_excluded"].to_list() == [False] * 4
 
 

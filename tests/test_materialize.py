@@ -8,9 +8,10 @@ import sys
 import dagster as dg
 import pytest
 
-from apsft_dagster.assets.base_model import REPORT, base_model
-from apsft_dagster.assets.task_catalog import CATALOG
+from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.layout import BASE_MODEL_REPORT as REPORT
+from apsft_dagster.core.layout import TASK_CATALOG
 from apsft_dagster.core.model_dir import inspect_model_dir
 from apsft_dagster.core.store import Store
 from apsft_dagster.resources import ExperimentResource
@@ -39,7 +40,7 @@ def test_catalog_checks_pass_and_metadata_is_reported(in_process):
     evaluations = result.get_asset_check_evaluations()
     assert sorted(e.check_name for e in evaluations) == ["answer_not_in_prompt", "cell_counts", "eval_train_firewall"]
     assert all(e.passed for e in evaluations)
-    catalog = store.get_parquet(CATALOG)
+    catalog = store.get_parquet(TASK_CATALOG)
     assert catalog.height == 18 + 9 + 3 + 6
 
 
@@ -74,7 +75,7 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     _, first = in_process
     proc, second = fresh_process
     assert "check task_catalog:eval_train_firewall passed" in proc.stdout
-    assert first.verify(CATALOG) == second.verify(CATALOG)
+    assert first.verify(TASK_CATALOG) == second.verify(TASK_CATALOG)
     assert first.verify("base_model") == second.verify("base_model")
     one = json.loads(first.receipt_path("base_model").read_text())["files"]
     two = json.loads(second.receipt_path("base_model").read_text())["files"]

@@ -6,14 +6,15 @@ import shutil
 import dagster as dg
 import polars as pl
 import pytest
+from conftest import smoke_resources, variant_config
 
-from apsft_dagster.assets.score_bank import PARITY, parity_gate, score_bank
+from apsft_dagster.assets.score_bank import parity_gate, score_bank
 from apsft_dagster.core.errors import ParityError
 from apsft_dagster.core.instruments import BatchedInstrument
+from apsft_dagster.core.layout import PARITY_GATE
 from apsft_dagster.core.parity import METRICS, calibration_traces, parity_report, require_parity
 from apsft_dagster.core.store import Store
 from apsft_dagster.partitions import single_run_tags, train_task_partitions
-from conftest import smoke_resources, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 
@@ -65,7 +66,7 @@ def test_parity_report_and_fail_closed():
 def test_forced_parity_failure_blocks_fast_scoring(smoke_run, tmp_path, monkeypatch):
     _, reference = smoke_run
     store = Store(tmp_path / "s")
-    shutil.copytree(reference.root, store.root, ignore=shutil.ignore_patterns("score_bank", "r1_labels", PARITY + "*"))
+    shutil.copytree(reference.root, store.root, ignore=shutil.ignore_patterns("score_bank", "r1_labels", PARITY_GATE + "*"))
     original = BatchedInstrument.score
     monkeypatch.setattr(BatchedInstrument, "score", lambda self, items: [
         {**r, "answer_logprob": r["answer_logprob"] + 0.5 * r["n_answer_tokens"]} for r in original(self, items)])
@@ -75,7 +76,7 @@ def test_forced_parity_failure_blocks_fast_scoring(smoke_run, tmp_path, monkeypa
     gate = dg.materialize([parity_gate], resources=resources, raise_on_error=False)
     [check] = gate.get_asset_check_evaluations()
     assert not check.passed and re.search(r"answer_mean: 0\.5000\d+ > 0\.15", check.metadata["first_problems"].value)
-    assert store.get_json(PARITY)["passed"] is False  # the failed receipt is kept
+    assert store.get_json(PARITY_GATE)["passed"] is False  # the failed receipt is kept
 
     scored = dg.materialize([score_bank], resources=resources, tags=single_run_tags(KEYS), raise_on_error=False)
     assert not scored.success

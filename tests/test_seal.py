@@ -6,14 +6,15 @@ import shutil
 import dagster as dg
 import polars as pl
 import pytest
+from conftest import smoke_resources, variant_config
 
 from apsft_dagster.core import amendments
-from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, bank_index, shard_name
+from apsft_dagster.core.bank import bank_index
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import AmendmentError, SealError
-from apsft_dagster.core.seal import SEAL, code_digests, seal, validate_bank, verify_seal
+from apsft_dagster.core.layout import EVIDENCE_SEAL, R1_BANK, SCORE_BANK, shard_file
+from apsft_dagster.core.seal import code_digests, seal, validate_bank, verify_seal
 from apsft_dagster.core.store import Store, sha256_file
-from conftest import smoke_resources, variant_config
 
 
 @pytest.fixture
@@ -29,9 +30,9 @@ def test_amendment_class_follows_the_evidence_present_when_recorded(tmp_path):
     first = amendments.record_amendment(store, "pre-register top_k 12", date="2026-11-01")
     store.put_bytes("trace_bank/shards/a.parquet", b"raw")
     second = amendments.record_amendment(store, "raise the allowance", date="2026-11-02")
-    store.put_bytes(shard_name(SCORE_BANK, "a"), b"scores")
+    store.put_bytes(shard_file(SCORE_BANK, "a"), b"scores")
     third = amendments.record_amendment(store, "drop one family", date="2026-11-03")
-    store.put_bytes(shard_name(R1_BANK, "a"), b"labels")
+    store.put_bytes(shard_file(R1_BANK, "a"), b"labels")
     fourth = amendments.record_amendment(store, "new parse rule")
     store.put_json("stage_a_eval/results.json", {})
     fifth = amendments.record_amendment(store, "change the primary metric")
@@ -65,13 +66,13 @@ def test_an_edited_amendment_breaks_the_chain(tmp_path):
 def test_smoke_seal_binds_banks_config_model_and_code(smoke_run):
     results, store = smoke_run
     assert results["evidence_seal"].success
-    doc = json.loads(store.get_bytes(SEAL))
+    doc = json.loads(store.get_bytes(EVIDENCE_SEAL))
     config = load_config("smoke")
     assert doc["config_digest"] == config.digest
     assert doc["base_model_fingerprint"] == store.verify("base_model")
     for bank in ("trace_bank", "score_bank", "r1_labels"):
         assert doc["banks"][bank]["index_sha256"] == store.verify(f"{bank}/index.json")
-    trace = pl.concat([store.get_parquet(shard_name("trace_bank", t)) for t in store.get_json("trace_bank/index.json")["tasks"]])
+    trace = pl.concat([store.get_parquet(shard_file("trace_bank", t)) for t in store.get_json("trace_bank/index.json")["tasks"]])
     assert doc["traces"] == trace.height and doc["eligible"] == trace["eligible"].sum()
     assert "apsft_dagster/core/selection.py" in doc["code"] and "apsft_dagster/core/sft_arms.py" in doc["code"]
     assert doc["code"] == code_digests()
@@ -79,9 +80,9 @@ def test_smoke_seal_binds_banks_config_model_and_code(smoke_run):
 
 def test_sealing_twice_is_byte_idempotent(sealed_copy):
     config = load_config("smoke")
-    before = sealed_copy.path(SEAL).read_bytes()
+    before = sealed_copy.path(EVIDENCE_SEAL).read_bytes()
     _, digest = seal(sealed_copy, config)
-    assert sealed_copy.path(SEAL).read_bytes() == before and digest == sha256_file(sealed_copy.path(SEAL))
+    assert sealed_copy.path(EVIDENCE_SEAL).read_bytes() == before and digest == sha256_file(sealed_copy.path(EVIDENCE_SEAL))
 
 
 def test_tampered_score_shard_makes_selection_refuse_naming_it(sealed_copy):
@@ -90,7 +91,7 @@ def test_tampered_score_shard_makes_selection_refuse_naming_it(sealed_copy):
 
     config = load_config("smoke")
     task = sorted(sealed_copy.get_json(f"{SCORE_BANK}/index.json")["tasks"])[3]
-    path = sealed_copy.path(shard_name(SCORE_BANK, task))
+    path = sealed_copy.path(shard_file(SCORE_BANK, task))
     data = bytearray(path.read_bytes())
     data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))
@@ -101,9 +102,9 @@ def test_tampered_score_shard_makes_selection_refuse_naming_it(sealed_copy):
     assert not result.success
     assert f"{task}.parquet" in str(result.get_step_failure_events()[0].step_failure_data.error.cause.message)
     # the receipt forged to match still leaves the sealed index disagreeing
-    receipt = json.loads(sealed_copy.receipt_path(shard_name(SCORE_BANK, task)).read_text())
+    receipt = json.loads(sealed_copy.receipt_path(shard_file(SCORE_BANK, task)).read_text())
     receipt["sha256"] = sha256_file(path)
-    sealed_copy.receipt_path(shard_name(SCORE_BANK, task)).write_text(json.dumps(receipt))
+    sealed_copy.receipt_path(shard_file(SCORE_BANK, task)).write_text(json.dumps(receipt))
     with pytest.raises(SealError, match=f"{task}.parquet: SHA-256 {receipt['sha256']}, sealed"):
         verify_seal(sealed_copy, config)
     problems, _ = validate_bank(sealed_copy, config)
@@ -129,19 +130,19 @@ def test_validation_finds_a_broken_join_and_stray_rows(sealed_copy):
     config = load_config("smoke")
     index = sealed_copy.get_json(f"{R1_BANK}/index.json")["tasks"]
     task = sorted(index)[0]
-    labels = sealed_copy.get_parquet(shard_name(R1_BANK, task)).sort("trace_id")
+    labels = sealed_copy.get_parquet(shard_file(R1_BANK, task)).sort("trace_id")
     dropped = labels["trace_id"][0]
     digests = {t: e["sha256"] for t, e in index.items()}
-    digests[task] = sealed_copy.put_parquet(shard_name(R1_BANK, task), labels.slice(1))
+    digests[task] = sealed_copy.put_parquet(shard_file(R1_BANK, task), labels.slice(1))
     sealed_copy.put_json(f"{R1_BANK}/index.json", bank_index(R1_BANK, digests))
     problems, _ = validate_bank(sealed_copy, config)
     assert f"r1_labels: trace {dropped} is missing (present in score_bank)" in problems
     score_index = sealed_copy.get_json(f"{SCORE_BANK}/index.json")["tasks"]
     other = sorted(score_index)[1]
-    scores = sealed_copy.get_parquet(shard_name(SCORE_BANK, other))
+    scores = sealed_copy.get_parquet(shard_file(SCORE_BANK, other))
     moved = scores.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(task)).otherwise("task_id").alias("task_id"))
     digests = {t: e["sha256"] for t, e in score_index.items()}
-    digests[other] = sealed_copy.put_parquet(shard_name(SCORE_BANK, other), moved)
+    digests[other] = sealed_copy.put_parquet(shard_file(SCORE_BANK, other), moved)
     sealed_copy.put_json(f"{SCORE_BANK}/index.json", bank_index(SCORE_BANK, digests))
     problems, _ = validate_bank(sealed_copy, config)
     assert any(p.endswith(f"1 rows belong to another task than {other}") for p in problems)

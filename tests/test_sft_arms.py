@@ -10,12 +10,11 @@ import sys
 import polars as pl
 import pytest
 
-from apsft_dagster.core.bank import TRACE_BANK, shard_name
 from apsft_dagster.core.config import PROJECT_ROOT, load_config
+from apsft_dagster.core.layout import SFT_MANIFEST, TRACE_BANK, arm_file, arm_rows, shard_file
 from apsft_dagster.core.model_dir import load_tokenizer
 from apsft_dagster.core.protocol import format_record
 from apsft_dagster.core.selection import ARMS
-from apsft_dagster.core.sft_arms import MANIFEST, arm_file, rows_file
 
 
 @pytest.fixture(scope="module")
@@ -45,13 +44,13 @@ def test_records_hold_target_prompt_and_answer_with_the_source_thought(smoke_run
     _, store = smoke_run
     catalog = {r["task_id"]: r for r in store.get_parquet("task_catalog.parquet").to_dicts()}
     traces = {r["trace_id"]: r for t in catalog if t.startswith(("caravan", "foundry", "runeward"))
-              and store.exists(shard_name(TRACE_BANK, t))
-              for r in store.get_parquet(shard_name(TRACE_BANK, t)).to_dicts()}
+              and store.exists(shard_file(TRACE_BANK, t))
+              for r in store.get_parquet(shard_file(TRACE_BANK, t)).to_dicts()}
     tokenizer = load_tokenizer(load_config("smoke"), store)
     for arm, rows in arms.items():
         for row in rows:
             source, target = traces[row["source_trace_id"]], catalog[row["task_id"]]
-            assert row["thought"] == source["text"] and source["eligible"]
+            assert row["thought"] == source["thought"] and source["eligible"]
             assert (row["prompt"], row["answer"]) == (target["prompt"], target["answer"])
             assert row["source_task_id"] == source["task_id"]
             assert (source["task_id"] != row["task_id"]) == (arm == "potential_shuffle"), (arm, row["task_id"])
@@ -63,7 +62,7 @@ def test_records_hold_target_prompt_and_answer_with_the_source_thought(smoke_run
 def test_manifest_counts_dose_and_envelope(smoke_run, arms):
     _, store = smoke_run
     config = load_config("smoke")
-    manifest = store.get_json(MANIFEST)
+    manifest = store.get_json(SFT_MANIFEST)
     assert manifest["evidence_seal_sha256"] == store.verify("evidence_seal.json")
     envelope = config.training.throughput_tokens_per_s
     for entry in manifest["arms"]:
@@ -79,7 +78,7 @@ def test_manifest_counts_dose_and_envelope(smoke_run, arms):
         for r in rows:
             modes[r["mode"]] = modes.get(r["mode"], 0) + 1
         assert entry["mode_counts"] == modes
-    provenance = pl.read_parquet(io.BytesIO(store.get_bytes(rows_file("answer_potential"))))
+    provenance = pl.read_parquet(io.BytesIO(store.get_bytes(arm_rows("answer_potential"))))
     assert "thought" not in provenance.columns and provenance.height == len(arms["answer_potential"])
 
 

@@ -1,6 +1,5 @@
 """The trace bank assets: a full smoke harvest, checks, crash/resume, import and export."""
 
-import json
 import os
 import shutil
 import signal
@@ -10,20 +9,21 @@ import time
 
 import dagster as dg
 import pytest
+from conftest import smoke_resources, variant_config
 
 from apsft_dagster.assets.trace_bank import BANK, trace_bank, trace_bank_index
-from apsft_dagster.core.bank import InheritedBank, export_bank, shard_name
+from apsft_dagster.core.bank import InheritedBank, export_bank
 from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError
+from apsft_dagster.core.layout import shard_file
 from apsft_dagster.core.store import Store
 from apsft_dagster.partitions import single_run_tags, train_task_partitions
-from conftest import smoke_resources, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 
 
 def _bank_files(store: Store) -> dict[str, bytes]:
-    return {t: store.path(shard_name(BANK, t)).read_bytes() for t in KEYS}
+    return {t: store.path(shard_file(BANK, t)).read_bytes() for t in KEYS}
 
 
 def _store_without_bank(source: Store, target) -> Store:
@@ -52,7 +52,7 @@ def test_tampered_shard_fails_hash_parity(smoke_run, tmp_path):
     _, store = smoke_run
     copy = Store(tmp_path / "s")
     shutil.copytree(store.root, copy.root)
-    path = copy.path(shard_name(BANK, KEYS[3]))
+    path = copy.path(shard_file(BANK, KEYS[3]))
     path.write_bytes(path.read_bytes()[:-1] + b"\0")
     result = dg.materialize([trace_bank_index], resources=smoke_resources(copy.root), raise_on_error=False)
     checks = {e.check_name: e for e in result.get_asset_check_evaluations()}

@@ -3,10 +3,10 @@
 import dagster as dg
 
 from apsft_dagster.assets.common import OWNERS
-from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
+from apsft_dagster.assets.task_catalog import task_catalog
 from apsft_dagster.core.embedded.build import build_embedded
-from apsft_dagster.core.model_dir import BASE_MODEL_REPORT as REPORT
-from apsft_dagster.core.model_dir import EMBEDDED_MODEL_DIR, inspect_model_dir
+from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
+from apsft_dagster.core.model_dir import inspect_model_dir
 from apsft_dagster.resources import ExperimentResource
 
 
@@ -21,16 +21,16 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
                   "path": found["path"], "model_type": found["model_type"], "fingerprint": found["fingerprint"],
                   "files": len(found["files"])}
     else:
-        prompts = store.get_parquet(CATALOG)["prompt"].to_list()
+        prompts = store.get_parquet(TASK_CATALOG)["prompt"].to_list()
         built: dict = {}
 
         def fill(out_dir):
             built.update(build_embedded(config, prompts, out_dir, context.log.info))
 
-        fingerprint = store.put_dir(EMBEDDED_MODEL_DIR, fill)
-        report = {"source": "embedded", "name": config.model.name, "path": str(store.path(EMBEDDED_MODEL_DIR)),
+        fingerprint = store.put_dir(BASE_MODEL_DIR, fill)
+        report = {"source": "embedded", "name": config.model.name, "path": str(store.path(BASE_MODEL_DIR)),
                   "fingerprint": fingerprint, **built}
     report["config_digest"] = config.digest
-    store.put_json(REPORT, report)
+    store.put_json(BASE_MODEL_REPORT, report)
     context.log.info(f"base model {report['name']}: fingerprint {report['fingerprint']}")
     return dg.MaterializeResult(metadata=report, data_version=dg.DataVersion(report["fingerprint"]))

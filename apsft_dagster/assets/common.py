@@ -36,12 +36,12 @@ def _markdown(frame: pl.DataFrame) -> str:
 def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl.DataFrame, dict[str, str], list[str]]:
     """Every present shard of a bank that verifies, concatenated; their digests (each shard read
     and hashed once); and the hash-parity problems of those that do not verify."""
-    from apsft_dagster.core.bank import shard_name
     from apsft_dagster.core.errors import HashMismatchError
+    from apsft_dagster.core.layout import shard_file
 
     frames, digests, parity = [pl.DataFrame(schema=schema)], {}, []
     for task_id in task_ids:
-        name = shard_name(bank, task_id)
+        name = shard_file(bank, task_id)
         if not store.exists(name):
             continue
         try:
@@ -57,18 +57,18 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
                 make: Callable[[dict, str], tuple[str, str]]) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.
 
-    A shard that exists and verifies is kept; otherwise `make(task_row, shard_name)` writes it
+    A shard that exists and verifies is kept; otherwise `make(task_row, shard_file)` writes it
     through the store and returns (digest, what it did). Shards are atomic, so a killed run leaves
     none half-written and a rerun picks up where it stopped. Progress goes to the Dagster log and,
     in a terminal, to a progress bar.
     """
-    from apsft_dagster.core.bank import shard_name
+    from apsft_dagster.core.layout import shard_file
     from apsft_dagster.core.store import json_bytes, sha256_bytes
 
     digests, counts = {}, Counter()
     rows = tasks.sort("task_id").iter_rows(named=True)
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
-        name = shard_name(bank, task["task_id"])
+        name = shard_file(bank, task["task_id"])
         digest, note = (store.verify(name), "kept") if store.exists(name) else make(task, name)
         digests[task["task_id"]] = digest
         counts[note.split()[0]] += 1

@@ -5,14 +5,13 @@ import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.score_bank import join_problems, score_bank, score_bank_index
-from apsft_dagster.assets.task_catalog import CATALOG
-from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, shard_name, write_index
+from apsft_dagster.core.bank import write_index
+from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
 from apsft_dagster.core.rollouts import R1_SCHEMA, r1_rollouts
 from apsft_dagster.core.score_bank import SCORE_SCHEMA
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
-
 
 
 @dg.asset(partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
@@ -23,13 +22,13 @@ def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     config, store = experiment.config(), experiment.store()
 
     def make(task: dict, name: str) -> tuple[str, str]:
-        scored = store.get_parquet(shard_name(SCORE_BANK, task["task_id"])).select("trace_id")
-        traces = store.get_parquet(shard_name(TRACE_BANK, task["task_id"])).join(scored, on="trace_id", how="semi")
+        scored = store.get_parquet(shard_file(SCORE_BANK, task["task_id"])).select("trace_id")
+        traces = store.get_parquet(shard_file(TRACE_BANK, task["task_id"])).join(scored, on="trace_id", how="semi")
         shard = r1_rollouts(generator.engine(), task["prompt"], task["answer"], traces, config.rollouts,
                             config.seeds.experiment)
         return store.put_parquet(name, shard), f"rolled out ({int(shard['success'].sum())}/{shard.height} successful)"
 
-    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
     return fill_shards(context, store, R1_BANK, catalog, make)
 
 

@@ -4,10 +4,10 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
-from apsft_dagster.assets.task_catalog import CATALOG
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
-from apsft_dagster.core.bank import SCORE_BANK, TRACE_BANK, shard_name, write_index
+from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA
+from apsft_dagster.core.layout import PARITY_GATE, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
 from apsft_dagster.core.parity import calibration_traces, parity_report, require_parity
 from apsft_dagster.core.protocol import format_answer, format_prompt
 from apsft_dagster.core.score_bank import SCORE_COLUMNS, SCORE_SCHEMA, score_task
@@ -15,8 +15,6 @@ from apsft_dagster.core.scoring import with_gains
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, ScoringResource
-
-PARITY = "parity_gate.json"
 
 
 @dg.asset(deps=[trace_bank_index], group_name="score", kinds={"pytorch", "json"}, owners=OWNERS,
@@ -27,7 +25,7 @@ def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResourc
     config, store = experiment.config(), experiment.store()
     bank, _, _ = load_shards(store, TRACE_BANK, train_task_ids(config), TRACE_SCHEMA)
     chosen = calibration_traces(bank, config.scoring.calibration_traces, config.seeds.experiment)
-    tasks = {t: (p, a) for t, p, a in store.get_parquet(CATALOG).select("task_id", "prompt", "answer").iter_rows()}
+    tasks = {t: (p, a) for t, p, a in store.get_parquet(TASK_CATALOG).select("task_id", "prompt", "answer").iter_rows()}
     scored = {}
     for name in ("reference", "fast"):
         instrument = scorer.instrument(name)
@@ -35,12 +33,12 @@ def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResourc
         for r in chosen.iter_rows(named=True):
             prompt, answer = tasks[r["task_id"]]
             x, y = format_prompt(prompt), format_answer(answer)
-            [empty, trace] = instrument.score([(x, "", y), (x, r["text"], y)])
+            [empty, trace] = instrument.score([(x, "", y), (x, r["thought"], y)])
             rows.append(with_gains(trace, empty))
         scored[name] = rows
     report = parity_report(scored["reference"], scored["fast"], config.scoring.parity_threshold)
     report["calibration_trace_ids"] = chosen["trace_id"].to_list()
-    digest = store.put_json(PARITY, report)
+    digest = store.put_json(PARITY_GATE, report)
     context.log.info(f"parity gate {'passed' if report['passed'] else 'FAILED'}: {report['metrics']}")
     return dg.MaterializeResult(
         metadata={**{f"max_abs_{m}": v for m, v in report["metrics"].items()}, "passed": report["passed"],
@@ -56,14 +54,14 @@ def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResourc
 def score_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource, scorer: ScoringResource) -> dg.MaterializeResult:
     """answer/joint log-likelihoods and gains of every eligible trace, one shard per task."""
     config, store = experiment.config(), experiment.store()
-    require_parity(store.get_json(PARITY) if store.exists(PARITY) else None, config.scoring.instrument)
+    require_parity(store.get_json(PARITY_GATE) if store.exists(PARITY_GATE) else None, config.scoring.instrument)
 
     def make(task: dict, name: str) -> tuple[str, str]:
-        traces = store.get_parquet(shard_name(TRACE_BANK, task["task_id"])).filter("eligible")
+        traces = store.get_parquet(shard_file(TRACE_BANK, task["task_id"])).filter("eligible")
         shard = score_task(scorer.instrument(config.scoring.instrument), task["prompt"], task["answer"], traces)
         return store.put_parquet(name, shard), f"scored ({shard.height} traces, {config.scoring.instrument})"
 
-    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
     return fill_shards(context, store, SCORE_BANK, catalog, make)
 
 

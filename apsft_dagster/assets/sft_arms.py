@@ -5,12 +5,12 @@ import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, check_result, table_preview
 from apsft_dagster.assets.evidence_seal import evidence_seal
-from apsft_dagster.assets.task_catalog import CATALOG
+from apsft_dagster.core.layout import EVIDENCE_SEAL, SFT_MANIFEST, TASK_CATALOG, arm_file, arm_rows
 from apsft_dagster.core.model_dir import load_tokenizer
-from apsft_dagster.core.seal import SEAL, verify_seal
+from apsft_dagster.core.seal import verify_seal
 from apsft_dagster.core.selection import ARMS
-from apsft_dagster.core.sft_arms import (MANIFEST, arm_bytes, arm_file, build_arms, cell_balance_problems, digest_of,
-                                         manifest, manifest_entry, provenance, rows_file)
+from apsft_dagster.core.sft_arms import (arm_bytes, build_arms, cell_balance_problems, digest_of, manifest,
+                                         manifest_entry, provenance)
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.resources import ExperimentResource
 
@@ -21,7 +21,7 @@ def _select(experiment: ExperimentResource) -> dict[str, pl.DataFrame]:
     """The fail-closed gate first: no selection from evidence that differs from the seal."""
     config, store = experiment.config(), experiment.store()
     verify_seal(store, config)
-    return build_arms(store, config, store.get_parquet(CATALOG), load_tokenizer(config, store))
+    return build_arms(store, config, store.get_parquet(TASK_CATALOG), load_tokenizer(config, store))
 
 
 @dg.asset(partitions_def=arm_partitions, backfill_policy=dg.BackfillPolicy.single_run(), deps=[evidence_seal],
@@ -33,7 +33,7 @@ def sft_arms(context: dg.AssetExecutionContext, experiment: ExperimentResource) 
     digests = {}
     for arm in context.partition_keys:
         digests[arm] = store.put_bytes(arm_file(arm), arm_bytes(arms[arm]))
-        store.put_parquet(rows_file(arm), provenance(arms[arm]))
+        store.put_parquet(arm_rows(arm), provenance(arms[arm]))
         context.log.info(f"{arm}: {arms[arm].height} rows, sha256 {digests[arm]}")
     return dg.MaterializeResult(metadata={"arms": len(digests), **{f"{a}_sha256": d for a, d in digests.items()}},
                                 data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))
@@ -54,10 +54,10 @@ def sft_manifest(context: dg.AssetExecutionContext, experiment: ExperimentResour
     the experiment's identity."""
     config, store = experiment.config(), experiment.store()
     stored = {arm: store.verify(arm_file(arm)) for arm in ARMS}  # hashed in blocks, not held in memory
-    rows = {arm: store.get_parquet(rows_file(arm)) for arm in ARMS}
+    rows = {arm: store.get_parquet(arm_rows(arm)) for arm in ARMS}
     rerun = _select(experiment)
     entries = [manifest_entry(arm, rows[arm], stored[arm], config) for arm in ARMS]
-    digest = store.put_json(MANIFEST, manifest(entries, store.verify(SEAL), config))
+    digest = store.put_json(SFT_MANIFEST, manifest(entries, store.verify(EVIDENCE_SEAL), config))
     split = config.tasks.train
     want = 2 * split.total
     summary = pl.DataFrame(entries).select("arm", "rows", "tasks", "unique_sources", "thought_tokens", "forward_tokens")

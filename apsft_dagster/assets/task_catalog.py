@@ -3,12 +3,10 @@
 import dagster as dg
 
 from apsft_dagster.assets.common import OWNERS, check_result, table_preview
-from apsft_dagster.core.tasks.splits import (
-    build_catalog, check_answer_not_in_prompt, check_cell_counts, check_firewall,
-)
+from apsft_dagster.core.layout import TASK_CATALOG
+from apsft_dagster.core.tasks.splits import build_catalog, check_answer_not_in_prompt, check_cell_counts, check_firewall
 from apsft_dagster.resources import ExperimentResource
 
-CATALOG = "task_catalog.parquet"
 CHECKS = {
     "cell_counts": "every (split, family, level) cell holds exactly its configured number of tasks",
     "eval_train_firewall": "no eval prompt equals a train prompt",
@@ -25,7 +23,7 @@ def task_catalog(context: dg.AssetExecutionContext, experiment: ExperimentResour
     """Train tasks (first `per_cell` per train cell) and the three sealed eval splits."""
     config = experiment.config()
     catalog = build_catalog(config)
-    digest = experiment.store().put_parquet(CATALOG, catalog)
+    digest = experiment.store().put_parquet(TASK_CATALOG, catalog)
     problems = {
         "cell_counts": check_cell_counts(catalog, config),
         "eval_train_firewall": check_firewall(catalog),

@@ -5,11 +5,11 @@ import polars as pl
 
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
-from apsft_dagster.assets.task_catalog import CATALOG, task_catalog
+from apsft_dagster.assets.task_catalog import task_catalog
 from apsft_dagster.core import trace_audit
-from apsft_dagster.core.bank import TRACE_BANK as BANK
 from apsft_dagster.core.bank import InheritedBank, write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
+from apsft_dagster.core.layout import TASK_CATALOG, TRACE_BANK, summary_file
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
@@ -29,14 +29,14 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
 
     def make(row: dict, name: str) -> tuple[str, str]:
         if inherited is not None and row["task_id"] in inherited:
-            return inherited.import_into(store, BANK, row["task_id"]), "imported"
+            return inherited.import_into(store, TRACE_BANK, row["task_id"]), "imported"
         engine = generator.engine()
         task = HarvestTask(row["task_id"], row["family"], row["level"], row["prompt"], row["answer"])
         shard = harvest_task(engine, engine.tokenizer, task, cfg, config.seeds.experiment)
         return store.put_parquet(name, shard), f"generated ({int(shard['eligible'].sum())}/{shard.height} eligible)"
 
-    catalog = store.get_parquet(CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    return fill_shards(context, store, BANK, catalog, make)
+    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    return fill_shards(context, store, TRACE_BANK, catalog, make)
 
 
 INDEX_CHECKS = {
@@ -56,10 +56,10 @@ def trace_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentRe
     """The bank index (task -> shard SHA-256) and summary; blocking checks guard every later stage."""
     config, store = experiment.config(), experiment.store()
     task_ids = train_task_ids(config)
-    bank, digests, parity = load_shards(store, BANK, task_ids, TRACE_SCHEMA)
+    bank, digests, parity = load_shards(store, TRACE_BANK, task_ids, TRACE_SCHEMA)
     summary = trace_audit.summarize(bank)
-    digest = write_index(store, BANK, digests)
-    store.put_json(f"{BANK}/summary.json", summary)
+    digest = write_index(store, TRACE_BANK, digests)
+    store.put_json(summary_file(TRACE_BANK), summary)
     problems = {
         "every_task_once": trace_audit.check_tasks_present(bank, task_ids),
         "cell_counts": trace_audit.check_cells(bank, config),

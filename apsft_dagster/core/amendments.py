@@ -14,15 +14,9 @@ import datetime as dt
 import json
 
 from apsft_dagster.core.errors import AmendmentError
+from apsft_dagster.core.layout import AMENDMENT_LOG, EVIDENCE_STAGES
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, sha256_bytes
 
-LOG = "amendments.jsonl"
-# Evidence assets (store folders or top-level artifacts) -> their stage. The parity gate scores
-# calibration traces, so it is score evidence.
-EVIDENCE_STAGES = {
-    "trace_bank": "trace", "parity_gate.json": "score", "score_bank": "score", "r1_labels": "rollout",
-    "stage_a_eval": "outcome", "stage_a_analysis": "outcome",
-}
 GENESIS = "0" * 64
 
 
@@ -47,13 +41,13 @@ def classify(evidence: dict[str, int]) -> str:
 
 def read_log(store: Store) -> list[dict]:
     """Every record, receipt verified and the chain checked; [] when nothing was recorded."""
-    if not store.exists(LOG):
+    if not store.exists(AMENDMENT_LOG):
         return []
     records, prev = [], GENESIS
-    for n, line in enumerate(store.get_bytes(LOG).splitlines(keepends=True), start=1):
+    for n, line in enumerate(store.get_bytes(AMENDMENT_LOG).splitlines(keepends=True), start=1):
         record = json.loads(line)
         if record.get("prev_sha256") != prev:
-            raise AmendmentError(f"{store.path(LOG)} line {n}: chain broken (prev_sha256 does not match line "
+            raise AmendmentError(f"{store.path(AMENDMENT_LOG)} line {n}: chain broken (prev_sha256 does not match line "
                                  f"{n - 1}); a record was edited or removed. Restore the log from version control")
         records.append(record)
         prev = sha256_bytes(line)
@@ -70,11 +64,11 @@ def record_amendment(store: Store, text: str, date: str | None = None) -> dict:
     except ValueError:
         raise AmendmentError(f"date {day!r}: use YYYY-MM-DD") from None
     records = read_log(store)
-    body = store.get_bytes(LOG) if records else b""
+    body = store.get_bytes(AMENDMENT_LOG) if records else b""
     prev = sha256_bytes(body.splitlines(keepends=True)[-1]) if records else GENESIS
     record = {"seq": len(records) + 1, "date": day, "text": text.strip(), "evidence": evidence_snapshot(store),
               "prev_sha256": prev}
-    store.put_bytes(LOG, body + json.dumps(record, sort_keys=True, ensure_ascii=False).encode() + b"\n")
+    store.put_bytes(AMENDMENT_LOG, body + json.dumps(record, sort_keys=True, ensure_ascii=False).encode() + b"\n")
     return {**record, "classification": classify(record["evidence"])}
 
 

@@ -20,22 +20,21 @@ import polars as pl
 
 from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.errors import AuditError, MissingArtifactError
+from apsft_dagster.core.layout import (AUDIT_DATABASE, PARITY_GATE, R1_BANK, SCORE_BANK, SFT_MANIFEST, TASK_CATALOG,
+                                       TRACE_BANK, arm_rows, shards_glob)
 from apsft_dagster.core.store import Store
 
 AUDIT_DIR = PROJECT_ROOT / "dbt_like_sql"
-DATABASE = "audits.duckdb"
 
 # view -> (the asset that writes its files, the files (relative to the store), the view's SELECT over `{files}`)
 VIEWS = {
-    "task_catalog": ("task_catalog", "task_catalog.parquet", "select * from read_parquet({files})"),
-    "trace_bank": ("trace_bank_index", "trace_bank/shards/*.parquet",
-                   "select * exclude (token_ids) from read_parquet({files})"),
-    "score_bank": ("score_bank_index", "score_bank/shards/*.parquet", "select * from read_parquet({files})"),
-    "r1_labels": ("r1_labels_index", "r1_labels/shards/*.parquet", "select * from read_parquet({files})"),
-    "parity_gate": ("parity_gate", "parity_gate.json", "select * from read_json({files})"),
-    "sft_rows": ("sft_arms", "sft_arms/*.rows.parquet", "select * from read_parquet({files}, union_by_name = true)"),
-    "sft_manifest": ("sft_manifest", "sft_manifest.json",
-                     "select unnest(arms, max_depth := 2) from read_json({files})"),
+    "task_catalog": ("task_catalog", TASK_CATALOG, "select * from read_parquet({files})"),
+    "trace_bank": ("trace_bank_index", shards_glob(TRACE_BANK), "select * exclude (token_ids) from read_parquet({files})"),
+    "score_bank": ("score_bank_index", shards_glob(SCORE_BANK), "select * from read_parquet({files})"),
+    "r1_labels": ("r1_labels_index", shards_glob(R1_BANK), "select * from read_parquet({files})"),
+    "parity_gate": ("parity_gate", PARITY_GATE, "select * from read_json({files})"),
+    "sft_rows": ("sft_arms", arm_rows("*"), "select * from read_parquet({files}, union_by_name = true)"),
+    "sft_manifest": ("sft_manifest", SFT_MANIFEST, "select unnest(arms, max_depth := 2) from read_json({files})"),
 }
 
 
@@ -114,7 +113,7 @@ def run_audit(audit: Audit, store: Store) -> pl.DataFrame:
 
 def persist(store: Store, results: dict[str, pl.DataFrame]) -> Path:
     """Replace one table per audit in the store's DuckDB file (a lock file serializes writers)."""
-    path = store.path(DATABASE)
+    path = store.path(AUDIT_DATABASE)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

@@ -13,25 +13,15 @@ import shutil
 from pathlib import Path
 
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError
+from apsft_dagster.core.layout import index_file, shard_file
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, json_bytes, sha256_bytes, sha256_file, write_atomic
 
 INDEX_FORMAT = "apsft-bank-index/1"
-TRACE_BANK = "trace_bank"  # the store folder of the raw trace bank
-SCORE_BANK = "score_bank"
-R1_BANK = "r1_labels"
-
-
-def shard_name(bank: str, task_id: str) -> str:
-    return f"{bank}/shards/{task_id}.parquet"
-
-
-def index_name(bank: str) -> str:
-    return f"{bank}/index.json"
 
 
 def write_index(store: Store, bank: str, digests: dict[str, str]) -> str:
     """Write the bank's index from shard digests the caller verified; return the index SHA-256."""
-    return store.put_json(index_name(bank), bank_index(bank, digests))
+    return store.put_json(index_file(bank), bank_index(bank, digests))
 
 
 def bank_index(bank: str, digests: dict[str, str]) -> dict:
@@ -43,12 +33,12 @@ def bank_index(bank: str, digests: dict[str, str]) -> dict:
 def export_bank(store: Store, bank: str, task_ids: list[str], out_dir: str | Path) -> str:
     """Write `out_dir/index.json` and a verbatim copy of every shard; return the index SHA-256."""
     out = Path(out_dir)
-    index = bank_index(bank, {t: store.verify(shard_name(bank, t)) for t in task_ids})
+    index = bank_index(bank, {t: store.verify(shard_file(bank, t)) for t in task_ids})
     for task_id, entry in index["tasks"].items():
-        source = store.path(shard_name(bank, task_id))
+        source = store.path(shard_file(bank, task_id))
         (out / "shards").mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, out / entry["shard"])
-        shutil.copyfile(store.receipt_path(shard_name(bank, task_id)), out / (entry["shard"] + RECEIPT_SUFFIX))
+        shutil.copyfile(store.receipt_path(shard_file(bank, task_id)), out / (entry["shard"] + RECEIPT_SUFFIX))
     data = json_bytes(index)
     write_atomic(out / "index.json", data)
     return sha256_bytes(data)
@@ -92,4 +82,4 @@ class InheritedBank:
         """Copy the shard byte for byte (re-checked as read) into the store, with its receipt."""
         data = self._path(task_id).read_bytes()
         self._check(task_id, sha256_bytes(data))
-        return store.put_bytes(shard_name(bank, task_id), data)
+        return store.put_bytes(shard_file(bank, task_id), data)

@@ -77,9 +77,9 @@ class Embedded(_Strict):
     warmup_steps: int
     weight_decay: float
     threads: int
-    probe_tasks: int
-    probe_samples: int
-    probe_allowance: int
+    capability_tasks: int
+    capability_samples: int
+    capability_allowance: int
 
 
 class Sampling(_Strict):

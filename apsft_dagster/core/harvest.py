@@ -25,7 +25,7 @@ from apsft_dagster.core.seeds import derive_seed
 TRACE_SCHEMA = {
     "trace_id": pl.String, "task_id": pl.String, "family": pl.String, "level": pl.Int64,
     "batch": pl.String, "sample_index": pl.Int64, "seed": pl.Int64, "continuation_seed": pl.Int64,
-    "text": pl.String, "token_ids": pl.List(pl.Int64), "n_tokens": pl.Int64, "n_thought_tokens": pl.Int64,
+    "thought": pl.String, "token_ids": pl.List(pl.Int64), "n_tokens": pl.Int64, "n_thought_tokens": pl.Int64,
     "n_record_tokens": pl.Int64, "closed": pl.Boolean, "continued": pl.Boolean, "loop": pl.Boolean,
     "loop_period": pl.Int64, "eligible": pl.Boolean, "finish_reason": pl.String, "token_sha256": pl.String,
     "task_excluded": pl.Boolean,
@@ -83,14 +83,14 @@ def _row(tokenizer, task: HarvestTask, prompt_text: str, batch: str, index: int,
         ids, finish = ids + continuation[1].token_ids, continuation[1].finish_reason
     closed = bool(ids) and ids[-1] == close_id
     thought_ids = ids[:-1] if closed else ids
-    text = tokenizer.decode(list(thought_ids), skip_special_tokens=False)
+    thought = tokenizer.decode(list(thought_ids), skip_special_tokens=False)
     loop = _loop(ids, cfg)
-    record = len(locate_spans(tokenizer, prompt_text, text, format_answer(task.answer), IM_END).input_ids)
+    record = len(locate_spans(tokenizer, prompt_text, thought, format_answer(task.answer), IM_END).input_ids)
     return {
         "trace_id": f"{task.task_id}/{batch}/{index:03d}", "task_id": task.task_id, "family": task.family,
         "level": task.level, "batch": batch, "sample_index": index, "seed": seed,
         "continuation_seed": None if continuation is None else continuation[0],
-        "text": text, "token_ids": list(ids), "n_tokens": len(ids), "n_thought_tokens": len(thought_ids),
+        "thought": thought, "token_ids": list(ids), "n_tokens": len(ids), "n_thought_tokens": len(thought_ids),
         "n_record_tokens": record, "closed": closed, "continued": continuation is not None,
         "loop": loop is not None, "loop_period": None if loop is None else loop.period,
         "eligible": closed and loop is None and record <= cfg.record_limit,

@@ -7,18 +7,16 @@ from pathlib import Path
 
 from apsft_dagster.core.config import Config
 from apsft_dagster.core.errors import ModelDirectoryError
+from apsft_dagster.core.layout import BASE_MODEL_DIR
 from apsft_dagster.core.store import Store, dir_digests, fingerprint
-
-EMBEDDED_MODEL_DIR = "base_model"  # the embedded model's directory artifact in the store
-BASE_MODEL_REPORT = "base_model.json"  # source, path and fingerprint of the base model (sealed)
 
 
 def base_model_path(config: Config, store: Store) -> Path:
     """The policy directory every stage loads: the verified embedded build, or the local snapshot."""
     if config.model.source == "local":
         return Path(config.model.path)
-    store.verify(EMBEDDED_MODEL_DIR)
-    return store.path(EMBEDDED_MODEL_DIR)
+    store.verify(BASE_MODEL_DIR)
+    return store.path(BASE_MODEL_DIR)
 
 
 def inspect_model_dir(path: str | Path) -> dict:

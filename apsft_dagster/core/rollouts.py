@@ -18,11 +18,11 @@ R1_SCHEMA = {
 
 def r1_rollouts(engine: GenerationEngine, prompt: str, answer: str, traces: pl.DataFrame, cfg: Rollouts,
                 experiment_seed: int) -> pl.DataFrame:
-    """`traces` holds the task's scored traces (trace_id, task_id, family, level, text)."""
+    """`traces` holds the task's scored traces (trace_id, task_id, family, level, thought)."""
     tok = engine.tokenizer
     prefix = format_prompt(prompt)
     rows = traces.sort("trace_id").to_dicts()
-    requests = [GenerationRequest(tuple(tok(prefix + r["text"] + BOUNDARY, add_special_tokens=False)["input_ids"]),
+    requests = [GenerationRequest(tuple(tok(prefix + r["thought"] + BOUNDARY, add_special_tokens=False)["input_ids"]),
                                   1, cfg.max_new_tokens, derive_seed(experiment_seed, "r1", r["trace_id"]))
                 for r in rows]
     results = engine.generate(requests, cfg.sampling) if requests else []

@@ -20,7 +20,7 @@ def score_task(instrument, prompt: str, answer: str, traces: pl.DataFrame) -> pl
     x, y = format_prompt(prompt), format_answer(answer)
     rows = traces.sort("trace_id").to_dicts()
     [empty] = instrument.score([(x, "", y)])
-    scored = instrument.score([(x, r["text"], y) for r in rows])
+    scored = instrument.score([(x, r["thought"], y) for r in rows])
     out = [{"trace_id": r["trace_id"], "task_id": r["task_id"], "family": r["family"], "level": r["level"],
             "n_thought_tokens": r["n_thought_tokens"], **with_gains(s, empty), "instrument": instrument.name}
            for r, s in zip(rows, scored)]

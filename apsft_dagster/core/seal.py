@@ -20,14 +20,13 @@ from pathlib import Path
 import polars as pl
 
 from apsft_dagster.core import amendments
-from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, index_name, shard_name
 from apsft_dagster.core.config import PROJECT_ROOT, Config
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, SealError
-from apsft_dagster.core.model_dir import BASE_MODEL_REPORT
+from apsft_dagster.core.layout import (BASE_MODEL_REPORT, EVIDENCE_SEAL, R1_BANK, SCORE_BANK, TRACE_BANK, index_file,
+                                       shard_file)
 from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
 from apsft_dagster.core.tasks.splits import train_task_ids
 
-SEAL = "evidence_seal.json"
 FORMAT = "apsft-evidence-seal/1"
 BANKS = (TRACE_BANK, SCORE_BANK, R1_BANK)
 # The code that selects and trains, relative to core/. Training modules join by pattern as they land.
@@ -50,7 +49,7 @@ def _parallel(fn, items: list) -> list:
 
 
 def _index(store: Store, bank: str) -> tuple[dict, str]:
-    data, digest = store.read(index_name(bank))
+    data, digest = store.read(index_file(bank))
     return json.loads(data)["tasks"], digest
 
 
@@ -62,8 +61,8 @@ def validate_bank(store: Store, config: Config) -> tuple[list[str], dict]:
         index, digest = _index(store, bank)
         facts["banks"][bank] = {"index_sha256": digest, "shards": len(index)}
         missing, extra = sorted(set(tasks) - set(index)), sorted(set(index) - set(tasks))
-        problems += [f"{index_name(bank)}: train task {t} has no shard" for t in missing]
-        problems += [f"{index_name(bank)}: {t} is not a train task of this profile" for t in extra]
+        problems += [f"{index_file(bank)}: train task {t} has no shard" for t in missing]
+        problems += [f"{index_file(bank)}: {t} is not a train task of this profile" for t in extra]
         present = sorted(set(index) & set(tasks))
         hashed = _parallel(lambda t, b=bank: _hash_problem(store, b, t, index[t]["sha256"]), present)
         problems += [p for p in hashed if p]
@@ -78,19 +77,19 @@ def validate_bank(store: Store, config: Config) -> tuple[list[str], dict]:
 
 
 def _hash_problem(store: Store, bank: str, task_id: str, indexed: str) -> str | None:
-    name = shard_name(bank, task_id)
+    name = shard_file(bank, task_id)
     try:
         digest = store.verify(name)
     except (HashMismatchError, MissingArtifactError) as exc:
         return str(exc)
-    return None if digest == indexed else f"{store.path(name)}: SHA-256 {digest} differs from {index_name(bank)} ({indexed})"
+    return None if digest == indexed else f"{store.path(name)}: SHA-256 {digest} differs from {index_file(bank)} ({indexed})"
 
 
 def _scoped(store: Store, bank: str, task_ids: list[str]) -> tuple[pl.DataFrame, list[str]]:
     """The join columns of every verified shard in one scan, and rows that sit in another task's shard."""
     if not task_ids:
         return pl.DataFrame(schema={c: pl.Boolean if c == "eligible" else pl.String for c in _COLUMNS[bank]}), []
-    owner = {str(store.path(shard_name(bank, t))): t for t in task_ids}
+    owner = {str(store.path(shard_file(bank, t))): t for t in task_ids}
     frame = pl.scan_parquet(list(owner), include_file_paths="shard").select(*_COLUMNS[bank], "shard").collect()
     strays = (frame.filter(pl.col("task_id") != pl.col("shard").replace_strict(owner))
               .group_by("shard").len().sort("shard"))
@@ -126,15 +125,15 @@ def seal(store: Store, config: Config) -> tuple[dict, str]:
         raise SealError(f"the bank does not validate; nothing was sealed ({len(problems)} problems):\n  "
                         + "\n  ".join(problems[:30]))
     doc = seal_document(store, config, facts)
-    return doc, store.put_json(SEAL, doc)
+    return doc, store.put_json(EVIDENCE_SEAL, doc)
 
 
 def verify_seal(store: Store, config: Config) -> dict:
     """The sealed document, if everything it binds is unchanged; else SealError naming each change."""
-    if not store.exists(SEAL):
-        raise SealError(f"{store.path(SEAL)}: no evidence seal; materialize `evidence_seal` before selection")
+    if not store.exists(EVIDENCE_SEAL):
+        raise SealError(f"{store.path(EVIDENCE_SEAL)}: no evidence seal; materialize `evidence_seal` before selection")
     try:
-        doc = json.loads(store.get_bytes(SEAL))
+        doc = json.loads(store.get_bytes(EVIDENCE_SEAL))
     except HashMismatchError as exc:
         raise SealError(f"the seal itself changed after sealing: {exc}") from None
     changes = _current_changes(store, config, doc)
@@ -165,12 +164,12 @@ def _current_changes(store: Store, config: Config, doc: dict) -> list[str]:
 
 
 def _bank_changes(store: Store, bank: str, sealed: str) -> list[str]:
-    path = store.path(index_name(bank))
+    path = store.path(index_file(bank))
     data = path.read_bytes() if path.is_file() else b""
     if sha256_bytes(data) != sealed:
         return [f"{path}: SHA-256 {sha256_bytes(data) if data else '(missing)'}, sealed {sealed}"]
     tasks = json.loads(data)["tasks"]
-    paths = [store.path(shard_name(bank, t)) for t in sorted(tasks)]
+    paths = [store.path(shard_file(bank, t)) for t in sorted(tasks)]
     actual = _parallel(lambda p: sha256_file(p) if p.is_file() else None, paths)
     return [f"{p}: SHA-256 {a}, sealed {tasks[t]['sha256']}" if a else f"{p}: missing (sealed {tasks[t]['sha256']})"
             for t, p, a in zip(sorted(tasks), paths, actual) if a != tasks[t]["sha256"]]

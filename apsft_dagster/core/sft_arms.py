@@ -14,36 +14,26 @@ import io
 
 import polars as pl
 
-from apsft_dagster.core.bank import R1_BANK, SCORE_BANK, TRACE_BANK, shard_name
 from apsft_dagster.core.config import Config
+from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_file, shard_file
 from apsft_dagster.core.protocol import format_record
 from apsft_dagster.core.selection import ARMS, select_arms
 from apsft_dagster.core.store import Store, jsonl_gz_bytes, sha256_bytes
 from apsft_dagster.core.tasks.splits import train_task_ids
 
-ARM_DIR = "sft_arms"
-MANIFEST = "sft_manifest.json"
 TEXT_COLUMNS = ("prompt", "thought", "answer")  # in the JSONL, not in the provenance Parquet
-
-
-def arm_file(arm: str) -> str:
-    return f"{ARM_DIR}/{arm}.jsonl.gz"
-
-
-def rows_file(arm: str) -> str:
-    return f"{ARM_DIR}/{arm}.rows.parquet"
 
 
 def load_candidates(store: Store, task_ids: list[str]) -> pl.DataFrame:
     """select_arms' input from the sealed banks: every trace, gains and R1 label where scored."""
     def bank(name: str, columns: list[str]) -> pl.DataFrame:
-        return pl.concat([pl.read_parquet(io.BytesIO(store.get_bytes(shard_name(name, t))), columns=columns)
+        return pl.concat([pl.read_parquet(io.BytesIO(store.get_bytes(shard_file(name, t))), columns=columns)
                           for t in task_ids])
 
-    traces = bank(TRACE_BANK, ["task_id", "family", "level", "trace_id", "text", "n_thought_tokens", "eligible"])
+    traces = bank(TRACE_BANK, ["task_id", "family", "level", "trace_id", "thought", "n_thought_tokens", "eligible"])
     scores = bank(SCORE_BANK, ["trace_id", "answer_gain", "joint_gain"])
     labels = bank(R1_BANK, ["trace_id", "success"])
-    return (traces.rename({"text": "thought"}).join(scores, on="trace_id", how="left")
+    return (traces.join(scores, on="trace_id", how="left")
             .join(labels.rename({"success": "r1_success"}), on="trace_id", how="left")
             .with_columns(pl.col("r1_success").fill_null(False)))
 

@@ -1,4 +1,4 @@
-"""Build the embedded default: tokenizer + tiny Qwen3 policy trained on a disjoint corpus, probed."""
+"""Build the embedded default: tokenizer + tiny Qwen3 policy trained on a disjoint corpus, capability-checked."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import torch
 
 from apsft_dagster.core.config import KNOWN_FAMILIES, Config
+from apsft_dagster.core.embedded.capability import capability_report
 from apsft_dagster.core.embedded.model import build_model, encode_examples, pretrain
-from apsft_dagster.core.embedded.probe import probe_policy
 from apsft_dagster.core.embedded.tokenizer import train_tokenizer
 from apsft_dagster.core.protocol import format_record, format_thought
 from apsft_dagster.core.tasks import STEPS_BY_LEVEL, Task, generate
@@ -28,19 +28,19 @@ def pretraining_tasks(config: Config, exclude_prompts: Collection[str]) -> list[
     return [t for t in tasks if t.prompt not in exclude_prompts]
 
 
-def probe_tasks(config: Config, exclude_prompts: Collection[str]) -> list[Task]:
+def capability_tasks(config: Config, exclude_prompts: Collection[str]) -> list[Task]:
     """Train-family, train-level tasks past the pretraining indices of the same seed space."""
     split = config.tasks.train
     cells = [(f, lv) for f in split.families for lv in split.levels]
-    per_cell = math.ceil(config.embedded.probe_tasks / len(cells))
+    per_cell = math.ceil(config.embedded.capability_tasks / len(cells))
     start = config.embedded.pretrain_tasks_per_cell
     tasks = [generate(f, lv, start + i, config.seeds.pretrain_tasks) for f, lv in cells for i in range(per_cell)]
-    return [t for t in tasks if t.prompt not in exclude_prompts][:config.embedded.probe_tasks]
+    return [t for t in tasks if t.prompt not in exclude_prompts][:config.embedded.capability_tasks]
 
 
 def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Path,
                    log: Callable[[str], None]) -> dict:
-    """Train, save (`save_pretrained`) into `out_dir`, probe; return the report for metadata."""
+    """Train, save (`save_pretrained`) into `out_dir`, check its capability; return the report for metadata."""
     cfg = config.embedded
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
@@ -61,8 +61,9 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     held_out = set(catalog_prompts) | {t.prompt for t in corpus}
-    probe = probe_policy(model, tokenizer, probe_tasks(config, held_out), allowance=cfg.probe_allowance,
-                         sampling=config.harvest.sampling, samples=cfg.probe_samples, seed=config.seeds.experiment)
+    capability = capability_report(model, tokenizer, capability_tasks(config, held_out),
+                                   allowance=cfg.capability_allowance, sampling=config.harvest.sampling,
+                                   samples=cfg.capability_samples, seed=config.seeds.experiment)
     tail = losses[-max(1, len(losses) // 10):]
     return {
         "parameters": sum(p.numel() for p in model.parameters()),
@@ -70,6 +71,6 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
         "pretraining_tasks": len(corpus),
         "pretraining_tokens_seen": cfg.train_steps * cfg.batch_size * sum(len(x) for x, _ in examples) // len(examples),
         "final_loss": sum(tail) / len(tail),
-        "probe_tasks": cfg.probe_tasks,
-        **probe,
+        "capability_tasks": cfg.capability_tasks,
+        **capability,
     }

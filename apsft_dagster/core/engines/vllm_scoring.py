@@ -1,14 +1,19 @@
-"""vLLM prompt-logprob scoring (GPU only), against vLLM's documented offline API; not executed here.
+"""vLLM prompt-logprob scoring (GPU only), against vLLM's documented offline API.
 
 Prefix caching is off so every prompt is computed as given; it is a fast instrument and so is
-used for bulk scoring only after the parity gate passes.
+used for bulk scoring only after the parity gate passes. The arithmetic (`prompt_logprob_sums`)
+is pure and tested on the CPU machines against a fake `vllm` module.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from apsft_dagster.core.protocol import locate_spans
+from apsft_dagster.core.engines.vllm_engine import release_vllm_memory
+from apsft_dagster.core.protocol import Spans, locate_spans
+
+# One prompt pass, no sampling that matters; `prompt_logprobs=1` still returns every prompt token's own logprob.
+SCORING_PARAMS = {"max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 1}
 
 
 class VllmInstrument:
@@ -21,19 +26,45 @@ class VllmInstrument:
         self.tokenizer = AutoTokenizer.from_pretrained(path)
         self.llm = LLM(model=path, tokenizer=path, dtype=dtype, max_model_len=max_model_len,
                        enable_prefix_caching=False)
+        self._owns_llm = True
+
+    @classmethod
+    def from_llm(cls, llm, tokenizer) -> VllmInstrument:
+        """Score with an LLM built elsewhere (e.g. the generation engine's): it is borrowed, not owned."""
+        instrument = cls.__new__(cls)
+        instrument.llm, instrument.tokenizer, instrument._owns_llm = llm, tokenizer, False
+        return instrument
 
     def score(self, items: Sequence[tuple[str, str, str]]) -> list[dict]:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
         spans = [locate_spans(self.tokenizer, *item) for item in items]
-        params = SamplingParams(max_tokens=1, temperature=0.0, prompt_logprobs=1)
-        outputs = self.llm.generate([TokensPrompt(prompt_token_ids=s.input_ids) for s in spans], params, use_tqdm=False)
-        results = []
-        for s, output in zip(spans, outputs):
-            # prompt_logprobs[i] maps token id -> Logprob for position i; the prompt's own token is always present
-            joint = [output.prompt_logprobs[i][s.input_ids[i]].logprob for i in range(s.boundary.start, len(s.input_ids))]
-            results.append({"answer_logprob": float(sum(joint[len(joint) - len(s.answer):])),
-                            "joint_logprob": float(sum(joint)),
-                            "n_answer_tokens": len(s.answer), "n_joint_tokens": len(joint)})
-        return results
+        prompts = [TokensPrompt(prompt_token_ids=s.input_ids) for s in spans]
+        outputs = self.llm.generate(prompts, SamplingParams(**SCORING_PARAMS), use_tqdm=False)
+        return [prompt_logprob_sums(output.prompt_logprobs, s) for s, output in zip(spans, outputs)]
+
+    def close(self) -> None:
+        """Drop the LLM; tear down vLLM's state only if this instrument built it."""
+        self.llm = None
+        release_vllm_memory(owned=self._owns_llm)
+
+
+def prompt_logprob_sums(prompt_logprobs: Sequence, spans: Spans) -> dict:
+    """score_trace's sums from vLLM's `RequestOutput.prompt_logprobs`.
+
+    Entry i is a dict token id -> Logprob for prompt token i given tokens before it (entry 0 is
+    None: nothing predicts the first token); the prompt's own token is always in it. Answer
+    tokens are `spans.answer`, joint tokens the boundary's and the answer's.
+    """
+    ids = spans.input_ids
+    if len(prompt_logprobs) != len(ids) or spans.boundary.start < 1:
+        raise ValueError(f"prompt_logprobs has {len(prompt_logprobs)} entries for {len(ids)} prompt tokens "
+                         f"(boundary at {spans.boundary.start}); expected one per token, the boundary after the first")
+
+    def total(positions: range) -> float:
+        return float(sum(prompt_logprobs[i][ids[i]].logprob for i in positions))
+
+    joint = range(spans.boundary.start, spans.answer.stop)
+    return {"answer_logprob": total(spans.answer), "joint_logprob": total(joint),
+            "n_answer_tokens": len(spans.answer), "n_joint_tokens": len(joint)}

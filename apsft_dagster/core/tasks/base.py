@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 import random
 from dataclasses import dataclass
+
+from apsft_dagster.core.seeds import seed64
 
 # Level L asks for this many reasoning steps (operations to apply) in every family; level 4 is "hard".
 STEPS_BY_LEVEL = {1: 2, 2: 3, 3: 4, 4: 6}
@@ -23,5 +24,4 @@ class Task:
 
 def task_rng(family: str, level: int, index: int, seed: int) -> random.Random:
     """An RNG derived from the task's identity only (no process state, no Python hash())."""
-    key = f"apsft-task|{family}|{level}|{index}|{seed}".encode()
-    return random.Random(int.from_bytes(hashlib.sha256(key).digest()[:8], "big"))
+    return random.Random(seed64("apsft-task", family, level, index, seed))

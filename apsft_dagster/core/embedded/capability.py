@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Sequence
 
 import torch
 
 from apsft_dagster.core.config import Sampling
 from apsft_dagster.core.protocol import THINK_CLOSE, format_prompt
+from apsft_dagster.core.seeds import seed64
 from apsft_dagster.core.tasks import Task, is_correct
 
 
-def probe_seed(seed: int, round_: int) -> int:
-    return int.from_bytes(hashlib.sha256(f"apsft-probe|{seed}|{round_}".encode()).digest()[:8], "big")
+def capability_seed(seed: int, round_: int) -> int:
+    return seed64("apsft-probe", seed, round_)  # the key predates the rename; kept so seeds do not move
 
 
 @torch.no_grad()
@@ -31,7 +31,7 @@ def complete(model, tokenizer, prompts: Sequence[str], max_new_tokens: int,
     return tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=False)
 
 
-def probe_policy(model, tokenizer, tasks: Sequence[Task], *, allowance: int, sampling: Sampling,
+def capability_report(model, tokenizer, tasks: Sequence[Task], *, allowance: int, sampling: Sampling,
                  samples: int, seed: int) -> dict:
     """Closed = the completion emits `</think>` within the allowance; correct = parsed answer exact."""
     prompts = [t.prompt for t in tasks]
@@ -39,7 +39,7 @@ def probe_policy(model, tokenizer, tasks: Sequence[Task], *, allowance: int, sam
     for mode, rounds in (("greedy", [None]), ("sampled", [sampling] * samples)):
         closed = correct = total = 0
         for r, knobs in enumerate(rounds):
-            for task, text in zip(tasks, complete(model, tokenizer, prompts, allowance, knobs, probe_seed(seed, r))):
+            for task, text in zip(tasks, complete(model, tokenizer, prompts, allowance, knobs, capability_seed(seed, r))):
                 closed += THINK_CLOSE in text
                 correct += is_correct(text, task.answer)
                 total += 1

@@ -1,0 +1,69 @@
+"""Every name in the artifact store, once: what each stage writes, relative to the store root.
+
+Assets, the seal, amendment classification, the SQL views and the CLI all read these names;
+nothing else spells a store path. Folders named here for stages still to come (adapters, merged
+models, evaluation, Stage B, the report) are the places those stages write to.
+"""
+
+from __future__ import annotations
+
+# tasks and model
+TASK_CATALOG = "task_catalog.parquet"
+BASE_MODEL_DIR = "base_model"  # the embedded model's directory artifact (smoke)
+BASE_MODEL_REPORT = "base_model.json"  # source, path and fingerprint of the base model (sealed)
+
+# evidence: per-task banks of shards, each with an index
+TRACE_BANK = "trace_bank"
+SCORE_BANK = "score_bank"
+R1_BANK = "r1_labels"
+PARITY_GATE = "parity_gate.json"
+AMENDMENT_LOG = "amendments.jsonl"
+EVIDENCE_SEAL = "evidence_seal.json"
+
+# selection
+SFT_ARMS = "sft_arms"
+SFT_MANIFEST = "sft_manifest.json"
+AUDIT_DATABASE = "audits.duckdb"
+
+# training, evaluation and the verdict (written by the stages that follow selection)
+ADAPTERS = "adapters"
+MERGED_MODELS = "merged_models"
+DEPLOYMENT_PROBE = "deployment_probe"
+STAGE_A_EVAL = "stage_a_eval"
+STAGE_A_ANALYSIS = "stage_a_analysis"
+STAGE_B_EVAL = "stage_b_eval"
+STAGE_B_ANALYSIS = "stage_b_analysis"
+REPORT = "report"
+
+# Evidence assets (store folders or top-level artifacts) -> the stage of evidence they are. The
+# parity gate scores calibration traces, so it is score evidence; amendments are classified by it.
+EVIDENCE_STAGES = {
+    TRACE_BANK: "trace", PARITY_GATE: "score", SCORE_BANK: "score", R1_BANK: "rollout",
+    STAGE_A_EVAL: "outcome", STAGE_A_ANALYSIS: "outcome", STAGE_B_EVAL: "outcome", STAGE_B_ANALYSIS: "outcome",
+}
+
+
+def shard_file(bank: str, task_id: str) -> str:
+    return f"{bank}/shards/{task_id}.parquet"
+
+
+def shards_glob(bank: str) -> str:
+    return f"{bank}/shards/*.parquet"
+
+
+def index_file(bank: str) -> str:
+    return f"{bank}/index.json"
+
+
+def summary_file(bank: str) -> str:
+    return f"{bank}/summary.json"
+
+
+def arm_file(arm: str) -> str:
+    """An arm's training records: gzip JSON lines."""
+    return f"{SFT_ARMS}/{arm}.jsonl.gz"
+
+
+def arm_rows(arm: str) -> str:
+    """An arm's rows without texts (provenance for the SQL audits)."""
+    return f"{SFT_ARMS}/{arm}.rows.parquet"
