@@ -29,40 +29,86 @@ def _export(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Preflight every stage about to run, then run them in order through the stage runner."""
     config = load_config(args.profile, args.config)
-    print(f"apsft: profile {config.profile}, config digest {config.digest}", flush=True)
     _export(args)
+    from apsft_dagster.core.engines.lifetime import require_device
+    from apsft_dagster.core.paths import store_root
+    from apsft_dagster.runner import run_stages, select_stages
+
+    try:
+        stages = select_stages(args.start)
+        keys = _partition_keys(args.partitions, {s.job for s in stages})
+    except ValueError as exc:
+        print(f"apsft: {exc}", file=sys.stderr)
+        return 2
+    for stage in stages:  # before anything is written: a missing device stops the whole run here
+        if stage.engine:
+            require_device(config.compute, stage.job, config.profile)
+    store = args.store or str(store_root(config.profile))
+    print(f"apsft run: profile {config.profile} (config {config.digest[:12]}), {config.compute.device} "
+          f"{config.compute.dtype}, store {store}", flush=True)
     ensure_dagster_home()
     import dagster as dg
 
-    from apsft_dagster.definitions import STAGE_JOBS, defs
-    from apsft_dagster.partitions import single_run_tags
+    from apsft_dagster.definitions import defs
+    from apsft_dagster.runner import workspace_origin
 
-    names = [j.name for j in STAGE_JOBS]
-    if args.start not in (None, *names):
-        print(f"apsft: --from {args.start!r}: no such stage; stages are {', '.join(names)}", file=sys.stderr)
-        return 2
-    instance = dg.DagsterInstance.get()
-    for stage in STAGE_JOBS[names.index(args.start) if args.start else 0:]:
-        job = defs.resolve_job_def(stage.name)
-        partitioned = job.partitions_def is not None  # then one run over every partition
-        tags = single_run_tags(job.partitions_def.get_partition_keys()) if partitioned else {}
-        result = job.execute_in_process(instance=instance, tags=tags, raise_on_error=False)
-        if not _report(stage.name, result):
-            return 1
-    return 0
+    gpu = config.compute.device == "cuda"
+    outcomes = run_stages(defs, dg.DagsterInstance.get(), stages, partition_keys=keys, verbose=args.verbose,
+                          isolate=lambda stage: gpu and stage.engine, origin=workspace_origin(),
+                          on_stage=_print_stage)
+    return _summary(outcomes, stages, store)
 
 
-def _report(stage: str, result) -> bool:
-    evaluations = result.get_asset_check_evaluations()
-    for evaluation in evaluations:
-        status = "passed" if evaluation.passed else "FAILED"
-        print(f"check {evaluation.asset_key.to_user_string()}:{evaluation.check_name} {status}")
-    for key in sorted({e.asset_key.to_user_string() for e in result.get_asset_materialization_events()}):
-        print(f"materialized {key}")
-    ok = result.success and all(e.passed for e in evaluations)
-    print(f"apsft: stage {stage} (run {result.run_id}) {'succeeded' if ok else 'FAILED'}", flush=True)
-    return ok
+def _partition_keys(specs: list[str] | None, jobs: set[str]) -> dict[str, list[str]]:
+    """`--partitions JOB=KEY,KEY` (repeatable) -> {job: keys}."""
+    keys: dict[str, list[str]] = {}
+    for spec in specs or []:
+        job, _, listed = spec.partition("=")
+        if job not in jobs or not listed:
+            raise ValueError(f"--partitions {spec!r}: use JOB=KEY[,KEY...] with a stage about to run "
+                             f"({', '.join(sorted(jobs))})")
+        keys.setdefault(job, []).extend(k for k in listed.split(",") if k)
+    return keys
+
+
+def _print_stage(outcome) -> None:
+    passed = sum(p for _, _, p in outcome.checks)
+    figures = []
+    for asset, count in outcome.materialized.items():
+        numbers = ", ".join(f"{k} {_short(v)}" for k, v in list(outcome.figures.get(asset, {}).items())[:3])
+        figures.append(f"{asset} x{count}" if count > 1 else f"{asset}" + (f" ({numbers})" if numbers else ""))
+    status = "ok" if outcome.ok else "FAILED"
+    checks = f"checks {passed}/{len(outcome.checks)}" if outcome.checks else "no checks"
+    print(f"  {outcome.job:<30} {status:<6} {outcome.seconds:7.1f} s  {checks:<13} {'; '.join(figures)}", flush=True)
+
+
+def _short(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def _summary(outcomes: list, stages: list, store: str) -> int:
+    failed = [o for o in outcomes if not o.ok]
+    checks = [c for o in outcomes for c in o.checks]
+    print(f"apsft run: {len(outcomes) - len(failed)}/{len(stages)} stages succeeded in "
+          f"{sum(o.seconds for o in outcomes):.0f} s; checks {sum(p for *_, p in checks)}/{len(checks)} passed")
+    for outcome in failed:
+        print(f"  FAILED {outcome.job} (runs {', '.join(outcome.run_ids)})")
+        for asset, name, passed in outcome.checks:
+            if not passed:
+                print(f"    check {asset}:{name} failed")
+    alerts = [a for o in outcomes for a in o.alerts]
+    if alerts:
+        from apsft_dagster.core.alerts import alert_path
+
+        print(f"  {len(alerts)} alert(s) written to {alert_path()}")
+    print(f"  store: {store}")
+    if failed:
+        print(f"  next: inspect the failed run in `apsft ui`; fix, then `apsft run --from {failed[0].job}`")
+    else:
+        print("  next: `apsft audit` (SQL audits of selection and fallbacks), `apsft ui` (every asset, check and run)")
+    return 1 if failed else 0
 
 
 def ui(args: argparse.Namespace) -> int:
@@ -175,6 +221,9 @@ def main(argv: list[str] | None = None) -> int:
         if name == "run":
             p.add_argument("--from", dest="start", metavar="STAGE",
                            help="start at this stage job (earlier stages' artifacts must exist)")
+            p.add_argument("--partitions", action="append", metavar="JOB=KEY[,KEY...]",
+                           help="run only these partitions of a partitioned stage (repeatable)")
+            p.add_argument("--verbose", action="store_true", help="show Dagster's own log (debug level)")
         if name == "amend":
             p.add_argument("text", help="what changes and why")
             p.add_argument("--date", help="YYYY-MM-DD (default: today, UTC)")

@@ -7,6 +7,16 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # tests import their own helpers (solvers.py)
 
 
+def pytest_configure(config):
+    """One embedded-model cache for every test and child process, even those that move the state
+    folder: the project's default cache, unless the caller chose one."""
+    import os
+
+    from apsft_dagster.core.config import PROJECT_ROOT
+
+    os.environ.setdefault("APSFT_MODEL_CACHE", str(PROJECT_ROOT / ".apsft" / "model_cache"))
+
+
 def variant_config(tmp_path, edit, base: str = "smoke") -> Path:
     """A copy of a profile with `edit(raw_dict)` applied, written to tmp_path/variant.yaml."""
     import yaml
@@ -28,29 +38,54 @@ def smoke_resources(store_dir, **experiment_fields):
             "scorer": ScoringResource(experiment=experiment)}
 
 
+def smoke_definitions(store_dir, **experiment_fields) -> dg.Definitions:
+    """The project's assets and stage jobs over a test store (no sensors)."""
+    from apsft_dagster.stages import ASSETS, JOBS
+
+    return dg.Definitions(assets=ASSETS, jobs=JOBS, resources=smoke_resources(store_dir, **experiment_fields))
+
+
+class StageRuns:
+    """One stage's runs (or one asset's part of them), read back from the instance's event log."""
+
+    def __init__(self, instance, outcome, asset: str | None = None):
+        self.instance, self.outcome, self.asset = instance, outcome, asset
+        self.success = outcome.success
+
+    def _events(self, kind):
+        from dagster._core.events import DagsterEventType
+
+        return [entry.dagster_event for run in self.outcome.run_ids
+                for entry in self.instance.all_logs(run, of_type=getattr(DagsterEventType, kind))]
+
+    def _mine(self, key) -> bool:
+        return self.asset is None or key.to_user_string() == self.asset
+
+    def get_asset_check_evaluations(self):
+        evaluations = [e.asset_check_evaluation_data for e in self._events("ASSET_CHECK_EVALUATION")]
+        return [e for e in evaluations if self._mine(e.asset_key)]
+
+    def get_asset_materialization_events(self):
+        return [e for e in self._events("ASSET_MATERIALIZATION") if self._mine(e.asset_key)]
+
+
 @pytest.fixture(scope="session")
 def smoke_run(tmp_path_factory):
-    """The smoke profile materialized in-process, stage by stage, into one store (done once)."""
-    from apsft_dagster.assets.audits import audit_assets
-    from apsft_dagster.assets.base_model import base_model
-    from apsft_dagster.assets.evidence_seal import evidence_seal
-    from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
-    from apsft_dagster.assets.score_bank import parity_gate, score_bank, score_bank_index
-    from apsft_dagster.assets.sft_arms import arm_partitions, sft_arms, sft_manifest
-    from apsft_dagster.assets.task_catalog import task_catalog
-    from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
+    """The smoke profile materialized in-process through the stage runner, into one store (done once).
+
+    Returns ({stage or asset name: StageRuns}, store): each job by its name without `_job`, and
+    each asset of a multi-asset stage by its own name."""
     from apsft_dagster.core.store import Store
-    from apsft_dagster.partitions import single_run_tags, train_task_partitions
+    from apsft_dagster.runner import run_stages
+    from apsft_dagster.stages import STAGES
 
     store_dir = tmp_path_factory.mktemp("smoke_store")
-    resources = smoke_resources(store_dir)
-    every_task = single_run_tags(train_task_partitions.get_partition_keys())
-    stages = {"tasks_and_model": ([task_catalog, base_model], None), "trace_bank": ([trace_bank], every_task),
-              "trace_bank_index": ([trace_bank_index], None), "parity_gate": ([parity_gate], None),
-              "score_bank": ([score_bank], every_task), "score_bank_index": ([score_bank_index], None),
-              "r1_labels": ([r1_labels], every_task), "r1_labels_index": ([r1_labels_index], None),
-              "evidence_seal": ([evidence_seal], None),
-              "sft_arms": ([sft_arms], single_run_tags(arm_partitions.get_partition_keys())),
-              "sft_manifest_and_audits": ([sft_manifest, *audit_assets], None)}
-    results = {name: dg.materialize(assets, resources=resources, tags=tags) for name, (assets, tags) in stages.items()}
+    instance = dg.DagsterInstance.ephemeral()
+    outcomes = run_stages(smoke_definitions(store_dir), instance, alert=False)
+    assert [o.job for o in outcomes] == [s.job for s in STAGES] and all(o.ok for o in outcomes), outcomes
+    results = {}
+    for stage, outcome in zip(STAGES, outcomes):
+        results[stage.job.removesuffix("_job")] = StageRuns(instance, outcome)
+        for asset in stage.assets:
+            results.setdefault(asset.key.to_user_string(), StageRuns(instance, outcome, asset.key.to_user_string()))
     return results, Store(store_dir)

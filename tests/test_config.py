@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from apsft_dagster.core.config import load_config
+from apsft_dagster.core.config import load_config, model_dir
 from apsft_dagster.core.errors import ConfigError
 from conftest import variant_config
 
@@ -24,7 +24,7 @@ def test_full_profile_carries_the_seed_numbers(tmp_path, monkeypatch):
     assert (c.training.loss_weights.prompt, c.training.loss_weights.thought, c.training.loss_weights.answer) == (0.0, 0.5, 1.0)
     assert (c.seeds.experiment, c.seeds.replication, c.evaluation.bootstrap_resamples) == (42, 43, 10000)
     assert (c.stage_b.min_gain, c.stage_b.max_parse_rate_loss, c.stage_b.k_samples) == (0.03, 0.02, 8)
-    assert c.model.path == str(tmp_path)
+    assert c.model.path == "models/Qwen3.5-4B" and model_dir(c) == tmp_path  # as written; found via the env
 
 
 def test_digest_is_canonical_and_sensitive(tmp_path):

@@ -38,9 +38,9 @@ def test_asset_graph_matches_snapshot():
 
 
 def test_definitions_load_with_resources_and_the_stage_jobs():
-    from apsft_dagster.definitions import STAGE_JOBS
+    from apsft_dagster.stages import STAGES
 
-    assert [j.name for j in STAGE_JOBS] == ["tasks_and_model_job", "trace_bank_job", "bank_and_parity_job",
+    assert [s.job for s in STAGES] == ["tasks_and_model_job", "trace_bank_job", "bank_and_parity_job",
                                             "score_bank_job", "score_bank_index_job", "r1_labels_job",
                                             "r1_labels_index_job", "evidence_seal_job", "sft_arms_job",
                                             "sft_manifest_and_audits_job"]
@@ -50,6 +50,11 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
     assert defs.resolve_job_def("tasks_and_model_job").partitions_def is None
     assert {"experiment", "generator"} <= set(defs.resources)
     assert isinstance(defs.resources["generator"], dg.ConfigurableResource)
+    # the stages that hold an engine are the ones a GPU run isolates in their own process
+    assert [s.job for s in STAGES if s.engine] == ["trace_bank_job", "bank_and_parity_job", "score_bank_job",
+                                                   "r1_labels_job"]
+    # partitions and resources come from one config: the resource is bound to the definitions' digest
+    assert defs.resources["experiment"].definitions_digest == load_config().digest
 
 
 def test_train_partitions_are_sorted_task_ids_with_contiguous_cells():

@@ -25,9 +25,11 @@ def in_process(smoke_run):
 
 @pytest.fixture(scope="module")
 def fresh_process(tmp_path_factory):
+    """README command 1's `apsft run` in a fresh interpreter (the embedded model from the cache)."""
     store_dir = tmp_path_factory.mktemp("store_fresh")
     env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    env.pop("APSFT_CONFIG", None)
+    for name in ("APSFT_CONFIG", "DAGSTER_HOME"):
+        env.pop(name, None)
     proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--profile", "smoke", "--store", str(store_dir)],
                           capture_output=True, text=True, env=env, cwd=PROJECT_ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
@@ -70,11 +72,18 @@ def test_saved_model_reloads_and_validates_as_a_local_model_directory(in_process
     assert model.config.tie_word_embeddings
 
 
+@pytest.mark.slow
 def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     """Every stage's files, catalog to the SFT manifest (CPU determinism across processes)."""
+    from apsft_dagster.stages import STAGES
+
     _, first = in_process
     proc, second = fresh_process
-    assert "check task_catalog:eval_train_firewall passed" in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert [line.split()[0] for line in lines if line.startswith("  ") and line.split()[0].endswith("_job")] == [
+        s.job for s in STAGES]  # one quiet line per stage, in order
+    assert f"apsft run: {len(STAGES)}/{len(STAGES)} stages succeeded" in proc.stdout
+    assert "DEBUG" not in proc.stdout + proc.stderr  # Dagster's own log only with --verbose
     assert first.verify(TASK_CATALOG) == second.verify(TASK_CATALOG)
     assert first.verify("base_model") == second.verify("base_model")
     one = json.loads(first.receipt_path("base_model").read_text())["files"]
@@ -84,7 +93,8 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     for bank in ("trace_bank", "score_bank", "r1_labels"):  # every shard, via the index of shard hashes
         assert first.verify(f"{bank}/index.json") == second.verify(f"{bank}/index.json"), bank
     # the seal, all six arm files (named in the manifest) and the manifest itself
-    assert "check sft_manifest:byte_identical_rerun passed" in proc.stdout
+    manifest_line = next(line for line in lines if line.split()[0] == "sft_manifest_and_audits_job")
+    assert " ok " in manifest_line and "checks 3/3" in manifest_line  # incl. byte_identical_rerun
     assert first.verify("evidence_seal.json") == second.verify("evidence_seal.json")
     assert first.verify("sft_manifest.json") == second.verify("sft_manifest.json")
 

@@ -92,11 +92,3 @@ def test_batched_instrument_matches_reference_on_cpu(qwen):
         assert (r["n_answer_tokens"], r["n_joint_tokens"]) == (b["n_answer_tokens"], b["n_joint_tokens"])
         assert b["answer_logprob"] == pytest.approx(r["answer_logprob"], abs=1e-4)
         assert b["joint_logprob"] == pytest.approx(r["joint_logprob"], abs=1e-4)
-
-
-def test_auto_dtype_is_bf16_on_gpu_and_float32_on_cpu():
-    from apsft_dagster.core.engines.transformers_engine import torch_dtype
-
-    assert torch_dtype("auto", "cpu") is torch.float32
-    assert torch_dtype("auto", "cuda:0") is torch.bfloat16
-    assert torch_dtype("float16", "cpu") is torch.float16

@@ -12,7 +12,7 @@ from apsft_dagster.core import amendments
 from apsft_dagster.core.bank import bank_index
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import AmendmentError, SealError
-from apsft_dagster.core.layout import EVIDENCE_SEAL, R1_BANK, SCORE_BANK, shard_file
+from apsft_dagster.core.layout import AMENDMENT_LOG, EVIDENCE_SEAL, R1_BANK, SCORE_BANK, shard_file
 from apsft_dagster.core.seal import code_digests, seal, validate_bank, verify_seal
 from apsft_dagster.core.store import Store, sha256_file
 
@@ -45,18 +45,18 @@ def test_amendment_class_follows_the_evidence_present_when_recorded(tmp_path):
     assert [r["text"] for r in logged] == ["pre-register top_k 12", "raise the allowance", "drop one family",
                                            "new parse rule", "change the primary metric"]
     assert logged[2]["classification"] == "post-score deviation"  # derived again from the log, not stored
-    assert "classification" not in store.get_bytes(amendments.LOG).decode()
+    assert "classification" not in store.get_bytes(AMENDMENT_LOG).decode()
 
 
 def test_an_edited_amendment_breaks_the_chain(tmp_path):
     store = Store(tmp_path)
     for text in ("one", "two", "three"):
         amendments.record_amendment(store, text, date="2026-11-01")
-    lines = store.get_bytes(amendments.LOG).splitlines(keepends=True)
+    lines = store.get_bytes(AMENDMENT_LOG).splitlines(keepends=True)
     edited = json.loads(lines[0])
     edited["evidence"] = {}
     edited["text"] = "one (softened)"
-    store.put_bytes(amendments.LOG, json.dumps(edited, sort_keys=True).encode() + b"\n" + b"".join(lines[1:]))
+    store.put_bytes(AMENDMENT_LOG, json.dumps(edited, sort_keys=True).encode() + b"\n" + b"".join(lines[1:]))
     with pytest.raises(AmendmentError, match="line 2: chain broken"):
         amendments.read_log(store)
     with pytest.raises(AmendmentError, match="YYYY-MM-DD"):
@@ -86,7 +86,8 @@ def test_sealing_twice_is_byte_idempotent(sealed_copy):
 
 
 def test_tampered_score_shard_makes_selection_refuse_naming_it(sealed_copy):
-    from apsft_dagster.assets.sft_arms import arm_partitions, sft_arms
+    from apsft_dagster.assets.sft_arms import sft_arms
+    from apsft_dagster.partitions import arm_partitions
     from apsft_dagster.partitions import single_run_tags
 
     config = load_config("smoke")

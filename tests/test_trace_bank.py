@@ -11,11 +11,12 @@ import dagster as dg
 import pytest
 from conftest import smoke_resources, variant_config
 
-from apsft_dagster.assets.trace_bank import BANK, trace_bank, trace_bank_index
+from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import InheritedBank, export_bank
 from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError
-from apsft_dagster.core.layout import shard_file
+from apsft_dagster.core.layout import TRACE_BANK as BANK
+from apsft_dagster.core.layout import shard_file, summary_file
 from apsft_dagster.core.store import Store
 from apsft_dagster.partitions import single_run_tags, train_task_partitions
 
@@ -26,9 +27,13 @@ def _bank_files(store: Store) -> dict[str, bytes]:
     return {t: store.path(shard_file(BANK, t)).read_bytes() for t in KEYS}
 
 
-def _store_without_bank(source: Store, target) -> Store:
+def _store_without_bank(source: Store, target, keep: int = 0) -> Store:
+    """A copy of `source` without its trace bank, except the shards of the first `keep` tasks."""
     shutil.copytree(source.root, target, ignore=shutil.ignore_patterns(BANK))
-    return Store(target)
+    store = Store(target)
+    for task in KEYS[:keep]:
+        store.put_bytes(shard_file(BANK, task), source.get_bytes(shard_file(BANK, task)))
+    return store
 
 
 def test_smoke_harvest_covers_every_task_and_passes_every_check(smoke_run):
@@ -40,12 +45,23 @@ def test_smoke_harvest_covers_every_task_and_passes_every_check(smoke_run):
     checks = {e.check_name: e.passed for e in index_result.get_asset_check_evaluations()}
     assert checks == {"every_task_once": True, "cell_counts": True, "hash_parity": True,
                       "unique_trace_ids": True, "min_eligible": True}
-    summary = store.get_json(f"{BANK}/summary.json")
+    summary = store.get_json(summary_file(BANK))
     assert summary["tasks"] == 18 and summary["traces"] >= 18 * 8
     assert summary["eligible"] <= summary["natural_closes"] <= summary["traces"]
     assert summary["continuations"] > 0  # the smoke allowance is short enough to exercise them
     meta = index_result.get_asset_materialization_events()[0].materialization.metadata
     assert meta["eligible"].value == summary["eligible"] and meta["traces"].value == summary["traces"]
+
+
+def test_each_task_partition_carries_its_own_figures(smoke_run):
+    results, store = smoke_run
+    events = {e.partition: e.materialization.metadata for e in results["trace_bank"].get_asset_materialization_events()}
+    for task in KEYS:
+        shard = store.get_parquet(shard_file(BANK, task))
+        meta = events[task]
+        assert meta["shard_sha256"].value == store.verify(shard_file(BANK, task))
+        assert (meta["traces"].value, meta["eligible"].value) == (shard.height, int(shard["eligible"].sum()))
+    assert len({m["shard_sha256"].value for m in events.values()}) == len(KEYS)
 
 
 def test_tampered_shard_fails_hash_parity(smoke_run, tmp_path):
@@ -71,20 +87,22 @@ dg.materialize([trace_bank], resources=smoke_resources(sys.argv[1]), tags=single
 """
 
 
+@pytest.mark.slow
 def test_killed_harvest_resumes_to_a_byte_identical_bank(smoke_run, tmp_path):
     _, reference = smoke_run
-    store = _store_without_bank(reference, tmp_path / "s")
+    kept = len(KEYS) - 6  # six tasks to harvest: the kill lands after two of them
+    store = _store_without_bank(reference, tmp_path / "s", keep=kept)
     env = {**os.environ, "APSFT_PROFILE": "smoke"}
     proc = subprocess.Popen([sys.executable, "-c", HARVEST, str(store.root)], cwd=PROJECT_ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 300
     shards = store.root / BANK / "shards"
-    while time.monotonic() < deadline and len(list(shards.glob("*.receipt.json")) if shards.exists() else []) < 4:
+    while time.monotonic() < deadline and len(list(shards.glob("*.receipt.json"))) < kept + 2:
         time.sleep(0.2)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     done = len(list(shards.glob("*.receipt.json")))
-    assert 4 <= done < len(KEYS), "the kill must land mid-harvest"
+    assert kept + 2 <= done < len(KEYS), "the kill must land mid-harvest"
     subprocess.run([sys.executable, "-c", HARVEST, str(store.root)], cwd=PROJECT_ROOT, env=env, check=True,
                    capture_output=True)
     assert _bank_files(store) == _bank_files(reference)
@@ -94,18 +112,19 @@ def test_killed_harvest_resumes_to_a_byte_identical_bank(smoke_run, tmp_path):
 def test_export_import_round_trip_and_refusals(smoke_run, tmp_path):
     _, reference = smoke_run
     exported = tmp_path / "inherited"
-    digest = export_bank(reference, BANK, KEYS[:5], exported)
+    inherited = len(KEYS) - 1
+    digest = export_bank(reference, BANK, KEYS[:inherited], exported)
     bank = InheritedBank(exported / "index.json", digest)
-    assert all(t in bank for t in KEYS[:5]) and KEYS[5] not in bank
+    assert all(t in bank for t in KEYS[:inherited]) and KEYS[inherited] not in bank
 
-    # an inherited bank feeds the asset: 5 tasks imported byte for byte, the rest generated
+    # an inherited bank feeds the asset: all but one task imported byte for byte, that one generated
     config_path = variant_config(tmp_path, lambda raw: raw["harvest"].update(
         inherited_index=str(exported / "index.json"), inherited_index_sha256=digest))
     store = _store_without_bank(reference, tmp_path / "s")
     result = dg.materialize([trace_bank], resources=smoke_resources(store.root, config_path=str(config_path)),
                             tags=single_run_tags(KEYS))
     meta = result.get_asset_materialization_events()[0].materialization.metadata
-    assert (meta["imported"].value, meta["generated"].value) == (5, len(KEYS) - 5)
+    assert (meta["imported"].value, meta["generated"].value) == (inherited, 1)
     assert _bank_files(store) == _bank_files(reference)
 
 

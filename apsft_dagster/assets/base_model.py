@@ -4,7 +4,8 @@ import dagster as dg
 
 from apsft_dagster.assets.common import OWNERS
 from apsft_dagster.assets.task_catalog import task_catalog
-from apsft_dagster.core.embedded.build import build_embedded
+from apsft_dagster.core.config import model_dir
+from apsft_dagster.core.embedded.cache import embedded_model
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
 from apsft_dagster.core.model_dir import inspect_model_dir
 from apsft_dagster.resources import ExperimentResource
@@ -12,25 +13,28 @@ from apsft_dagster.resources import ExperimentResource
 
 @dg.asset(deps=[task_catalog], group_name="model", kinds={"pytorch", "transformers"}, owners=OWNERS)
 def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
-    """The policy every stage samples from, scores with and fine-tunes; its fingerprint is sealed."""
+    """The policy every stage samples from, scores with and fine-tunes; its fingerprint is sealed.
+    The embedded model comes from the content-addressed cache when its key is there (`cache`:
+    hit / miss / off in the metadata); `path` is relative to the store (embedded) or as configured."""
     config = experiment.config()
     store = experiment.store()
     if config.model.source == "local":
-        found = inspect_model_dir(config.model.path)
+        found = inspect_model_dir(model_dir(config))
         report = {"source": "local", "name": config.model.name, "revision": config.model.revision,
-                  "path": found["path"], "model_type": found["model_type"], "fingerprint": found["fingerprint"],
+                  "path": config.model.path, "model_type": found["model_type"], "fingerprint": found["fingerprint"],
                   "files": len(found["files"])}
     else:
         prompts = store.get_parquet(TASK_CATALOG)["prompt"].to_list()
         built: dict = {}
 
         def fill(out_dir):
-            built.update(build_embedded(config, prompts, out_dir, context.log.info))
+            built.update(embedded_model(config, prompts, out_dir, context.log.info))
 
         fingerprint = store.put_dir(BASE_MODEL_DIR, fill)
-        report = {"source": "embedded", "name": config.model.name, "path": str(store.path(BASE_MODEL_DIR)),
+        report = {"source": "embedded", "name": config.model.name, "path": BASE_MODEL_DIR,
                   "fingerprint": fingerprint, **built}
     report["config_digest"] = config.digest
+    cache = {k: report.pop(k) for k in ("cache", "cache_key") if k in report}  # how, not what: kept out of the file
     store.put_json(BASE_MODEL_REPORT, report)
     context.log.info(f"base model {report['name']}: fingerprint {report['fingerprint']}")
-    return dg.MaterializeResult(metadata=report, data_version=dg.DataVersion(report["fingerprint"]))
+    return dg.MaterializeResult(metadata={**report, **cache}, data_version=dg.DataVersion(report["fingerprint"]))

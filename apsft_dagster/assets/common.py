@@ -54,13 +54,16 @@ def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl
 
 
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
-                make: Callable[[dict, str], tuple[str, str]]) -> dg.MaterializeResult:
+                make: Callable[[dict, str], tuple[str, str, dict]]) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.
 
     A shard that exists and verifies is kept; otherwise `make(task_row, shard_file)` writes it
-    through the store and returns (digest, what it did). Shards are atomic, so a killed run leaves
-    none half-written and a rerun picks up where it stopped. Progress goes to the Dagster log and,
-    in a terminal, to a progress bar.
+    through the store and returns (digest, action, figures). Shards are atomic, so a killed run
+    leaves none half-written and a rerun picks up where it stopped. Each task partition gets its
+    own metadata (action, shard SHA-256, figures) through `add_asset_metadata(partition_key=...)`,
+    Dagster 1.13's per-partition record in a single-run backfill; the data version stays run-wide
+    (1.13 has no supported per-partition data version in one run). Progress goes to the Dagster
+    log and, in a terminal, to a progress bar.
     """
     from apsft_dagster.core.layout import shard_file
     from apsft_dagster.core.store import json_bytes, sha256_bytes
@@ -69,9 +72,11 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     rows = tasks.sort("task_id").iter_rows(named=True)
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
-        digest, note = (store.verify(name), "kept") if store.exists(name) else make(task, name)
+        digest, action, figures = (store.verify(name), "kept", {}) if store.exists(name) else make(task, name)
         digests[task["task_id"]] = digest
-        counts[note.split()[0]] += 1
-        context.log.info(f"[{i + 1}/{tasks.height}] {task['task_id']}: {note}")
-    return dg.MaterializeResult(metadata={"tasks": tasks.height, **counts},
+        counts[action] += 1
+        context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])
+        shown = ", ".join(f"{k} {v}" for k, v in figures.items())
+        context.log.info(f"[{i + 1}/{tasks.height}] {task['task_id']}: {action}" + (f" ({shown})" if shown else ""))
+    return dg.MaterializeResult(metadata={"tasks_in_run": tasks.height, **counts},
                                 data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))

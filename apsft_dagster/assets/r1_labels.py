@@ -26,7 +26,8 @@ def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
         traces = store.get_parquet(shard_file(TRACE_BANK, task["task_id"])).join(scored, on="trace_id", how="semi")
         shard = r1_rollouts(generator.engine(), task["prompt"], task["answer"], traces, config.rollouts,
                             config.seeds.experiment)
-        return store.put_parquet(name, shard), f"rolled out ({int(shard['success'].sum())}/{shard.height} successful)"
+        figures = {"rollouts": shard.height, "successes": int(shard["success"].sum())}
+        return store.put_parquet(name, shard), "rolled out", figures
 
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
     return fill_shards(context, store, R1_BANK, catalog, make)

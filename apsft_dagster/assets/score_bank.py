@@ -59,7 +59,10 @@ def score_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
     def make(task: dict, name: str) -> tuple[str, str]:
         traces = store.get_parquet(shard_file(TRACE_BANK, task["task_id"])).filter("eligible")
         shard = score_task(scorer.instrument(config.scoring.instrument), task["prompt"], task["answer"], traces)
-        return store.put_parquet(name, shard), f"scored ({shard.height} traces, {config.scoring.instrument})"
+        figures = {"traces_scored": shard.height, "instrument": config.scoring.instrument,
+                   "mean_answer_gain": float(shard["answer_gain"].mean() or 0.0),
+                   "mean_joint_gain": float(shard["joint_gain"].mean() or 0.0)}
+        return store.put_parquet(name, shard), "scored", figures
 
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
     return fill_shards(context, store, SCORE_BANK, catalog, make)

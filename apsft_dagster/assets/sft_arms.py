@@ -12,9 +12,8 @@ from apsft_dagster.core.selection import ARMS
 from apsft_dagster.core.sft_arms import (arm_bytes, build_arms, cell_balance_problems, digest_of, manifest,
                                          manifest_entry, provenance)
 from apsft_dagster.core.store import json_bytes, sha256_bytes
+from apsft_dagster.partitions import arm_partitions
 from apsft_dagster.resources import ExperimentResource
-
-arm_partitions = dg.StaticPartitionsDefinition(list(ARMS))
 
 
 def _select(experiment: ExperimentResource) -> dict[str, pl.DataFrame]:
@@ -34,7 +33,13 @@ def sft_arms(context: dg.AssetExecutionContext, experiment: ExperimentResource) 
     for arm in context.partition_keys:
         digests[arm] = store.put_bytes(arm_file(arm), arm_bytes(arms[arm]))
         store.put_parquet(arm_rows(arm), provenance(arms[arm]))
-        context.log.info(f"{arm}: {arms[arm].height} rows, sha256 {digests[arm]}")
+        rows = arms[arm]
+        modes = dict(sorted(rows.group_by("mode").len().iter_rows()))
+        context.add_asset_metadata({"sha256": digests[arm], "rows": rows.height, "tasks": rows["task_id"].n_unique(),
+                                    "unique_sources": rows["source_trace_id"].n_unique(),
+                                    "thought_tokens": int(rows["n_thought_tokens"].sum()),
+                                    "modes": ", ".join(f"{m} {n}" for m, n in modes.items())}, partition_key=arm)
+        context.log.info(f"{arm}: {rows.height} rows, sha256 {digests[arm]}")
     return dg.MaterializeResult(metadata={"arms": len(digests), **{f"{a}_sha256": d for a, d in digests.items()}},
                                 data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))
 

@@ -29,11 +29,13 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
 
     def make(row: dict, name: str) -> tuple[str, str]:
         if inherited is not None and row["task_id"] in inherited:
-            return inherited.import_into(store, TRACE_BANK, row["task_id"]), "imported"
+            return inherited.import_into(store, TRACE_BANK, row["task_id"]), "imported", {}
         engine = generator.engine()
         task = HarvestTask(row["task_id"], row["family"], row["level"], row["prompt"], row["answer"])
         shard = harvest_task(engine, engine.tokenizer, task, cfg, config.seeds.experiment)
-        return store.put_parquet(name, shard), f"generated ({int(shard['eligible'].sum())}/{shard.height} eligible)"
+        figures = {"traces": shard.height, "eligible": int(shard["eligible"].sum()),
+                   "thought_tokens": int(shard["n_thought_tokens"].sum()), "loops": int(shard["loop"].sum())}
+        return store.put_parquet(name, shard), "generated", figures
 
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
     return fill_shards(context, store, TRACE_BANK, catalog, make)

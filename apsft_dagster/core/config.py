@@ -1,8 +1,9 @@
 """The one typed config: YAML profiles (`smoke`, `full`), validated on load, with a canonical digest.
 
-Every number of the protocol (SPEC.md) lives here once. Profiles are chosen by name
-(`APSFT_PROFILE`, default `smoke`) or by path (`APSFT_CONFIG`); `APSFT_MODEL_DIR` overrides
-`model.path` for a local model so one profile file serves every machine.
+Every number of the protocol (docs/PROTOCOL.md) lives here once. Profiles are chosen by name
+(`APSFT_PROFILE`, default `smoke`) or by path (`APSFT_CONFIG`). `model.path` stays as written:
+the digest binds the configured model identity, never a machine's absolute path, and
+`APSFT_MODEL_DIR` relocates a local snapshot without changing the digest (`model_dir`).
 """
 
 from __future__ import annotations
@@ -57,6 +58,14 @@ class ModelSpec(_Strict):
     name: str
     path: str | None = None
     revision: str | None = None
+
+
+class Compute(_Strict):
+    """Where every model-holding stage runs: smoke on CPU in float32, full on CUDA in bf16."""
+
+    device: Literal["cpu", "cuda"]
+    dtype: Literal["float32", "bfloat16", "float16"]
+    quantization: Literal["none", "nf4"]  # of the frozen base weights while training (QLoRA: nf4)
 
 
 class Embedded(_Strict):
@@ -154,7 +163,6 @@ class Training(_Strict):
     grad_accum: int
     max_length: int
     loss_weights: LossWeights
-    quantize_4bit: bool
     throughput_tokens_per_s: Throughput
 
 
@@ -177,6 +185,7 @@ class Config(_Strict):
     seeds: Seeds
     tasks: Tasks
     model: ModelSpec
+    compute: Compute
     embedded: Embedded | None = None
     harvest: Harvest
     scoring: Scoring
@@ -204,6 +213,10 @@ class Config(_Strict):
             raise ValueError("harvest.inherited_index and harvest.inherited_index_sha256 go together")
         if self.selection.top_k < 2:
             raise ValueError("selection.top_k must be >= 2: the potential rule takes the best and one more")
+        if self.compute.device == "cpu" and self.compute.dtype != "float32":
+            raise ValueError("compute.dtype: CPU runs in float32 (bfloat16 matmuls on CPU are slow and not the reference)")
+        if self.compute.quantization != "none" and self.compute.device != "cuda":
+            raise ValueError("compute.quantization: nf4 needs compute.device cuda (bitsandbytes kernels)")
         envelope = self.training.throughput_tokens_per_s
         if not 0 < envelope.low <= envelope.high:
             raise ValueError("training.throughput_tokens_per_s: need 0 < low <= high")
@@ -261,7 +274,9 @@ def load_config(profile: str | None = None, path: str | os.PathLike | None = Non
         config = Config.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{source}: invalid config:\n{_describe(exc)}") from None
-    return _with_local_model(config, source)
+    if config.model.source == "local":
+        _require_model_dir(config, source)
+    return config
 
 
 def _describe(exc: ValidationError) -> str:
@@ -277,19 +292,18 @@ def _describe(exc: ValidationError) -> str:
     return "\n".join(lines)
 
 
-def _with_local_model(config: Config, source: Path) -> Config:
-    """Resolve `model.path` (env override, relative to the project) and check it is a model."""
-    if config.model.source != "local":
-        return config
-    override = os.environ.get("APSFT_MODEL_DIR")
-    model_dir = Path(override or config.model.path).expanduser()
-    if not model_dir.is_absolute():
-        model_dir = PROJECT_ROOT / model_dir
-    if not (model_dir / "config.json").is_file():
+def model_dir(config: Config) -> Path:
+    """Where the local snapshot is on this machine: `APSFT_MODEL_DIR`, else `model.path` (relative
+    to the project root). The config and its digest keep the path as written."""
+    model_dir = Path(os.environ.get("APSFT_MODEL_DIR") or config.model.path).expanduser()
+    return model_dir if model_dir.is_absolute() else PROJECT_ROOT / model_dir
+
+
+def _require_model_dir(config: Config, source: Path) -> None:
+    found = model_dir(config)
+    if not (found / "config.json").is_file():
         raise ConfigError(
-            f"{source}: model.path: {model_dir} is not a model directory (no config.json). "
+            f"{source}: model.path: {found} is not a model directory (no config.json). "
             f"Place a local snapshot of {config.model.name} (revision {config.model.revision}) there "
             "or set APSFT_MODEL_DIR; nothing is downloaded at run time."
         )
-    model = config.model.model_copy(update={"path": str(model_dir)})
-    return config.model_copy(update={"model": model})

@@ -47,3 +47,7 @@ class AmendmentError(ApsftError):
 
 class AuditError(ApsftError):
     """A SQL audit file is not one parseable statement over the known views."""
+
+
+class DeviceError(ApsftError):
+    """A stage needs a device (e.g. CUDA) that this machine does not have."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from apsft_dagster.core.config import Config
+from apsft_dagster.core.config import Config, model_dir
 from apsft_dagster.core.errors import ModelDirectoryError
 from apsft_dagster.core.layout import BASE_MODEL_DIR
 from apsft_dagster.core.store import Store, dir_digests, fingerprint
@@ -14,7 +14,7 @@ from apsft_dagster.core.store import Store, dir_digests, fingerprint
 def base_model_path(config: Config, store: Store) -> Path:
     """The policy directory every stage loads: the verified embedded build, or the local snapshot."""
     if config.model.source == "local":
-        return Path(config.model.path)
+        return model_dir(config)
     store.verify(BASE_MODEL_DIR)
     return store.path(BASE_MODEL_DIR)
 

@@ -22,8 +22,8 @@ import polars as pl
 from apsft_dagster.core import amendments
 from apsft_dagster.core.config import PROJECT_ROOT, Config
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, SealError
-from apsft_dagster.core.layout import (BASE_MODEL_REPORT, EVIDENCE_SEAL, R1_BANK, SCORE_BANK, TRACE_BANK, index_file,
-                                       shard_file)
+from apsft_dagster.core.layout import (AMENDMENT_LOG, BASE_MODEL_REPORT, EVIDENCE_SEAL, R1_BANK, SCORE_BANK,
+                                       TRACE_BANK, index_file, shard_file)
 from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
 from apsft_dagster.core.tasks.splits import train_task_ids
 
@@ -115,7 +115,7 @@ def seal_document(store: Store, config: Config, facts: dict) -> dict:
     log = amendments.classified(store)
     return {"format": FORMAT, "profile": config.profile, "config_digest": config.digest,
             "base_model_fingerprint": base["fingerprint"], "code": code_digests(), **facts,
-            "amendments": {"log_sha256": store.verify(amendments.LOG) if log else None, "records": log}}
+            "amendments": {"log_sha256": store.verify(AMENDMENT_LOG) if log else None, "records": log}}
 
 
 def seal(store: Store, config: Config) -> tuple[dict, str]:
@@ -156,9 +156,9 @@ def _current_changes(store: Store, config: Config, doc: dict) -> list[str]:
     code = code_digests()
     changes += [f"code {f}: SHA-256 {code.get(f)}, sealed {doc['code'].get(f)}"
                 for f in sorted(set(code) | set(doc["code"])) if code.get(f) != doc["code"].get(f)]
-    log = store.verify(amendments.LOG) if store.exists(amendments.LOG) else None
+    log = store.verify(AMENDMENT_LOG) if store.exists(AMENDMENT_LOG) else None
     if log != doc["amendments"]["log_sha256"]:
-        changes.append(f"{amendments.LOG}: digest {log}, sealed {doc['amendments']['log_sha256']} "
+        changes.append(f"{AMENDMENT_LOG}: digest {log}, sealed {doc['amendments']['log_sha256']} "
                        "(an amendment was recorded after sealing)")
     return changes
 

@@ -129,6 +129,7 @@ class Store:
         fill(tmp)
         for p in tmp.rglob("*"):
             if p.is_file():
+                p.chmod(0o644)  # like every other artifact, whatever mode the filler (e.g. save_pretrained) chose
                 with open(p, "rb") as fh:
                     os.fsync(fh.fileno())
         files = dir_digests(tmp)

@@ -6,7 +6,10 @@ from apsft_dagster.resources.scoring import ScoringResource
 
 
 def default_resources() -> dict:
-    experiment = ExperimentResource.from_env()
+    """Resources bound to the config the definitions were built from (`profile.definitions_config`)."""
+    from apsft_dagster.profile import definitions_config
+
+    experiment = ExperimentResource.from_env(definitions_config().digest)
     return {"experiment": experiment, "generator": GenerationResource(experiment=experiment),
             "scorer": ScoringResource(experiment=experiment)}
 

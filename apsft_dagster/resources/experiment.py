@@ -5,27 +5,49 @@ from __future__ import annotations
 import os
 
 import dagster as dg
+from pydantic import PrivateAttr
 
 from apsft_dagster.core.config import Config, load_config
+from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.store import Store
 
 
 class ExperimentResource(dg.ConfigurableResource):
-    """`profile` names `configs/<profile>.yaml`; `config_path` (a YAML file) wins over it."""
+    """`profile` names `configs/<profile>.yaml`; `config_path` (a YAML file) wins over it.
+
+    `definitions_digest` is the digest of the config the definitions (partitions) were built
+    from; a run whose fields resolve to another config is refused before any asset runs.
+    """
 
     profile: str = "smoke"
     config_path: str | None = None
     store_dir: str | None = None
+    definitions_digest: str | None = None
+    _config: Config | None = PrivateAttr(default=None)
 
     @classmethod
-    def from_env(cls) -> ExperimentResource:
+    def from_env(cls, definitions_digest: str | None = None) -> ExperimentResource:
         return cls(profile=os.environ.get("APSFT_PROFILE") or "smoke",
                    config_path=os.environ.get("APSFT_CONFIG") or None,
-                   store_dir=os.environ.get("APSFT_STORE_DIR") or None)
+                   store_dir=os.environ.get("APSFT_STORE_DIR") or None, definitions_digest=definitions_digest)
+
+    def setup_for_execution(self, context: dg.InitResourceContext) -> None:
+        self._config = None
+        self.config()  # parse and compare once, before any asset of the run executes
 
     def config(self) -> Config:
-        return load_config(self.profile, self.config_path)
+        """The run's config, parsed once (per run inside Dagster, per object outside it)."""
+        if self._config is None:
+            config = load_config(self.profile, self.config_path)
+            if self.definitions_digest and config.digest != self.definitions_digest:
+                raise ConfigError(
+                    f"experiment resource (profile={self.profile!r}, config_path={self.config_path!r}) resolves to "
+                    f"config {config.digest} ({config.profile}), but the definitions were built from "
+                    f"{self.definitions_digest}: partitions and resources would disagree. Choose the profile "
+                    "with APSFT_PROFILE / APSFT_CONFIG (or apsft run --profile) before the definitions load")
+            self._config = config
+        return self._config
 
     def store(self) -> Store:
         return Store(self.store_dir or store_root(self.config().profile))

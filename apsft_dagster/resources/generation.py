@@ -1,9 +1,14 @@
-"""The generation resource: one engine (Transformers or vLLM, by config) per run."""
+"""The generation resource: an engine for a model directory, at most one resident per run."""
+
+from __future__ import annotations
+
+from pathlib import Path
 
 import dagster as dg
 from pydantic import PrivateAttr
 
 from apsft_dagster.core.engines.base import GenerationEngine
+from apsft_dagster.core.engines.lifetime import free_memory, load_generation_engine, require_device
 from apsft_dagster.core.model_dir import base_model_path
 from apsft_dagster.core.protocol import IM_END, THINK_CLOSE
 from apsft_dagster.resources.experiment import ExperimentResource
@@ -12,30 +17,38 @@ STOP_TOKENS = (THINK_CLOSE, IM_END)
 
 
 class GenerationResource(dg.ConfigurableResource):
-    """Loads the base model once per run, on first use (a run that never samples loads nothing).
-
-    `harvest.backend` picks the engine; `device`/`dtype` apply to the Transformers engine
-    (dtype "auto": bfloat16 on cuda, float32 on cpu).
-    """
+    """`engine()` serves the base model, `engine(path)` a merged model. Asking for another model
+    first releases the resident one (and its CUDA memory); teardown releases the last. The
+    engine (`harvest.backend`) and the device and dtype (`compute`) come from the profile."""
 
     experiment: ExperimentResource
-    device: str = "cpu"
-    dtype: str = "auto"
-    _engine: GenerationEngine | None = PrivateAttr(default=None)
+    _resident: tuple[str, GenerationEngine] | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._engine = None
+        self._resident = None
 
-    def engine(self) -> GenerationEngine:
-        if self._engine is None:
-            config = self.experiment.config()
-            path = str(base_model_path(config, self.experiment.store()))
-            if config.harvest.backend == "vllm":
-                from apsft_dagster.core.engines.vllm_engine import VllmEngine
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        self.release()
 
-                self._engine = VllmEngine(path, STOP_TOKENS)
-            else:
-                from apsft_dagster.core.engines.transformers_engine import TransformersEngine
+    def engine(self, model_dir: str | Path | None = None) -> GenerationEngine:
+        config = self.experiment.config()
+        path = str(model_dir or base_model_path(config, self.experiment.store()))
+        if self._resident is not None and self._resident[0] == path:
+            return self._resident[1]
+        self.release()
+        require_device(config.compute, "generation", config.profile)
+        engine = load_generation_engine(path, config.harvest.backend, config.compute, STOP_TOKENS)
+        self._resident = (path, engine)
+        return engine
 
-                self._engine = TransformersEngine.load(path, STOP_TOKENS, self.device, self.dtype)
-        return self._engine
+    @property
+    def resident(self) -> str | None:
+        """The model directory whose engine is loaded, if any."""
+        return None if self._resident is None else self._resident[0]
+
+    def release(self) -> None:
+        if self._resident is not None:
+            engine, self._resident = self._resident[1], None
+            engine.close()
+            del engine
+            free_memory()

@@ -1,45 +1,56 @@
-"""The scoring resource: the base model and tokenizer, loaded once per run, behind two instruments."""
+"""The scoring resource: the base model behind two instruments, each built once per run."""
+
+from __future__ import annotations
 
 import dagster as dg
 from pydantic import PrivateAttr
 
+from apsft_dagster.core.engines.lifetime import free_memory, load_causal_lm, require_device
 from apsft_dagster.core.model_dir import base_model_path
 from apsft_dagster.resources.experiment import ExperimentResource
 
 
 class ScoringResource(dg.ConfigurableResource):
-    """`instrument("reference")`: single-context scoring of record (dtype "auto": bfloat16 on
-    cuda, float32 on cpu). `instrument("fast")`: batched Transformers, or vLLM
-    prompt log-probs when `harvest.backend` is vllm."""
+    """`instrument("reference")`: single-context scoring of record. `instrument("fast")`: batched
+    Transformers, or vLLM prompt log-probs when `harvest.backend` is vllm. Device and dtype come
+    from the profile (`compute`); both instruments are built on first use and kept for the run."""
 
     experiment: ExperimentResource
-    device: str = "cpu"
-    dtype: str = "auto"
     batch_size: int = 16
+    _instruments: dict = PrivateAttr(default_factory=dict)
     _loaded: tuple | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._loaded = None
+        self._instruments, self._loaded = {}, None
 
-    def _model(self):
+    def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
+        for instrument in self._instruments.values():
+            getattr(instrument, "close", lambda: None)()
+        self._instruments, self._loaded = {}, None
+        free_memory()
+
+    def _model(self) -> tuple:
         if self._loaded is None:
-            from transformers import AutoModelForCausalLM, AutoTokenizer
-
-            from apsft_dagster.core.engines.transformers_engine import torch_dtype
-
-            path = base_model_path(self.experiment.config(), self.experiment.store())
-            model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(self.dtype, self.device)).to(self.device).eval()
-            self._loaded = (model, AutoTokenizer.from_pretrained(path), str(path))
+            config = self.experiment.config()
+            require_device(config.compute, "scoring", config.profile)
+            path = str(base_model_path(config, self.experiment.store()))
+            self._loaded = (*load_causal_lm(path, config.compute), path)
         return self._loaded
 
     def instrument(self, name: str):
+        if name not in self._instruments:
+            self._instruments[name] = self._build(name)
+        return self._instruments[name]
+
+    def _build(self, name: str):
         from apsft_dagster.core.instruments import BatchedInstrument, ReferenceInstrument
 
-        model, tokenizer, path = self._model()
-        if name == "reference":
-            return ReferenceInstrument(model, tokenizer)
-        if self.experiment.config().harvest.backend == "vllm":
+        config = self.experiment.config()
+        if name == "fast" and config.harvest.backend == "vllm":
             from apsft_dagster.core.engines.vllm_scoring import VllmInstrument
 
-            return VllmInstrument(path)
-        return BatchedInstrument(model, tokenizer, self.batch_size)
+            path = str(base_model_path(config, self.experiment.store()))
+            return VllmInstrument(path, dtype=config.compute.dtype)
+        model, tokenizer, _ = self._model()
+        return ReferenceInstrument(model, tokenizer) if name == "reference" else BatchedInstrument(
+            model, tokenizer, self.batch_size)

@@ -1,54 +1,35 @@
-"""Alert sensors: failed ERROR-severity asset checks and failed runs, written and POSTed by core.alerts."""
+"""Alert sensors: every finished run's alerts (`rules.run_alerts`), written and POSTed by core.alerts.
 
-import time
+Runs that `apsft run` started carry the tag `apsft/alerts: runner`: the runner applied the same
+rules when each run ended, so the sensors skip them instead of alerting twice.
+"""
 
 import dagster as dg
-from dagster._core.events import DagsterEventType
 
-from apsft_dagster.core.alerts import check_failure_record, deliver, first_line, run_failure_record
+from apsft_dagster.core.alerts import deliver
+from apsft_dagster.sensors.rules import run_alerts
+
+RUNNER_TAG = ("apsft/alerts", "runner")
 
 
-def _failed_checks(instance: dg.DagsterInstance, run_id: str) -> list[dict]:
-    """Alerts for the run's failed ERROR-severity check evaluations (passed and WARN ones are not).
-
-    Read per run: the default SQLite event log is sharded by run, so a global event cursor is
-    not available there; run status sensors already visit every finished run exactly once."""
-    alerts = []
-    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
-        evaluation = entry.dagster_event.asset_check_evaluation_data
-        if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.ERROR:
-            continue
-        alerts.append(check_failure_record(
-            asset_key=evaluation.asset_key.to_user_string(), check_name=evaluation.check_name,
-            severity=evaluation.severity.value, run_id=run_id, partition=evaluation.partition,
-            timestamp=entry.timestamp, description=evaluation.description,
-            metadata={key: value.value for key, value in evaluation.metadata.items()},
-        ))
-    return alerts
+def _alert(context) -> None:
+    run = context.dagster_run
+    if run.tags.get(RUNNER_TAG[0]) == RUNNER_TAG[1]:
+        return
+    for alert in run_alerts(context.instance, run.run_id):
+        deliver(alert)
 
 
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, minimum_interval_seconds=30,
                       default_status=dg.DefaultSensorStatus.RUNNING)
 def asset_check_alert_sensor(context: dg.RunStatusSensorContext) -> None:
     """A run can succeed and still carry failed ERROR checks (a non-blocking check)."""
-    for alert in _failed_checks(context.instance, context.dagster_run.run_id):
-        deliver(alert)
+    _alert(context)
 
 
 @dg.run_failure_sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
 def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> None:
-    run = context.dagster_run
-    # DagsterEvent carries no time; the run record's end time is the failure's (now, if a storage lacks it).
-    ended = context.instance.get_run_record_by_id(run.run_id).end_time or time.time()
-    # Dagster wraps an op's own exception in DagsterExecutionStepExecutionError; the cause is the one to show.
-    errors = {event.step_key: event.step_failure_data.error for event in context.get_step_failure_events()}
-    step_errors = {step: first_line((error.cause or error).message) for step, error in errors.items() if error}
-    deliver(run_failure_record(
-        run_id=run.run_id, job_name=run.job_name, timestamp=ended,
-        error=context.failure_event.message, step_errors=step_errors, tags=dict(run.tags),
-    ))
-    for alert in _failed_checks(context.instance, run.run_id):  # a failed blocking check fails its run
-        deliver(alert)
+    _alert(context)
 
 
 sensors: list = [asset_check_alert_sensor, run_failure_alert_sensor]

@@ -14,10 +14,8 @@ from apsft_dagster.core.config import Sampling
 from apsft_dagster.core.engines.base import Completion, GenerationRequest, cut_at_stop
 
 
-def torch_dtype(name: str, device: str) -> torch.dtype:
-    """"auto" is the protocol's choice: bfloat16 on a GPU, float32 on CPU."""
-    if name == "auto":
-        return torch.bfloat16 if device.startswith("cuda") else torch.float32
+def torch_dtype(name: str) -> torch.dtype:
+    """A `compute.dtype` name ("float32", "bfloat16", "float16") as a torch dtype."""
     return getattr(torch, name)
 
 
@@ -28,12 +26,16 @@ class TransformersEngine:
         self.stop_token_ids = tuple(stop_token_ids)
 
     @classmethod
-    def load(cls, path: str, stop_tokens: Sequence[str], device: str = "cpu", dtype: str = "auto") -> TransformersEngine:
+    def load(cls, path: str, stop_tokens: Sequence[str], device: str = "cpu", dtype: str = "float32") -> TransformersEngine:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype, device)).to(device)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(dtype)).to(device)
         return cls(model, tokenizer, tokenizer.convert_tokens_to_ids(list(stop_tokens)))
+
+    def close(self) -> None:
+        """Drop the model; the caller frees memory once no reference is left (`free_memory`)."""
+        self.model = None
 
     @torch.no_grad()
     def generate(self, requests: Sequence[GenerationRequest], sampling: Sampling) -> list[list[Completion]]:

@@ -1,0 +1,116 @@
+"""A content-addressed cache of the embedded model: trained once per key, copied into each store.
+
+The key hashes everything that determines the model's bytes and its capability report: the
+config sections the build reads, the catalog prompts it keeps out of its corpus, the source of
+the code that builds it, and the versions of the libraries that compute it. Equal keys give
+equal bytes (the build is deterministic; a test proves it with the cache off), so a hit is the
+same model as a rebuild, with the same fingerprint and so the same seal.
+
+`APSFT_MODEL_CACHE` names the cache folder (default `<state>/model_cache`); `off` disables it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Callable, Collection
+from importlib import metadata
+from pathlib import Path
+
+from apsft_dagster.core.config import Config, canonical_json
+from apsft_dagster.core.embedded.build import build_embedded
+from apsft_dagster.core.paths import state_dir
+from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, write_atomic
+
+CACHE_ENV = "APSFT_MODEL_CACHE"
+PACKAGE = Path(__file__).resolve().parents[2]  # apsft_dagster/
+BUILD_CODE = ("core/embedded", "core/tasks", "core/protocol.py", "core/seeds.py")
+LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
+ENTRY = "cache_entry.json"  # beside the model files in a cache folder: the report and fingerprint
+
+
+def cache_dir() -> Path | None:
+    """The cache folder, or None when the cache is off."""
+    value = os.environ.get(CACHE_ENV)
+    if value == "off":
+        return None
+    return Path(value) if value else state_dir() / "model_cache"
+
+
+def code_digest() -> str:
+    """SHA-256 over the build code's sources (relative path -> SHA-256)."""
+    files = {}
+    for part in BUILD_CODE:
+        root = PACKAGE / part
+        for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
+            files[path.relative_to(PACKAGE).as_posix()] = sha256_bytes(path.read_bytes())
+    return fingerprint(files)
+
+
+def cache_key(config: Config, catalog_prompts: Collection[str]) -> str:
+    """Everything the build reads: config sections, seeds, excluded prompts, code, library versions."""
+    inputs = {
+        "model_name": config.model.name,
+        "embedded": config.embedded.model_dump(mode="json"),
+        "seeds": {"experiment": config.seeds.experiment, "pretrain_tasks": config.seeds.pretrain_tasks},
+        "train_split": config.tasks.train.model_dump(mode="json"),  # the capability check's cells
+        "capability_sampling": config.harvest.sampling.model_dump(mode="json"),
+        "excluded_prompts": sha256_bytes("\n".join(sorted(catalog_prompts)).encode()),
+        "code": code_digest(),
+        "libraries": {name: metadata.version(name) for name in LIBRARIES},
+        "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+    }
+    return hashlib.sha256(canonical_json(inputs)).hexdigest()
+
+
+def embedded_model(config: Config, catalog_prompts: Collection[str], out_dir: Path,
+                   log: Callable[[str], None]) -> dict:
+    """Fill `out_dir` with the embedded model (from the cache on a hit, else by building it) and
+    return the build report plus `cache` ("hit", "miss" or "off") and `cache_key`."""
+    folder = cache_dir()
+    key = cache_key(config, catalog_prompts)
+    if folder is None:
+        return {**build_embedded(config, catalog_prompts, out_dir, log), "cache": "off", "cache_key": key}
+    entry = folder / key
+    report = _read_entry(entry, log)
+    if report is None:
+        log(f"model cache miss ({key[:12]}): building the embedded model")
+        report = _build_entry(config, catalog_prompts, entry, log)
+        status = "miss"
+    else:
+        log(f"model cache hit ({key[:12]}): {entry}")
+        status = "hit"
+    for path in sorted(entry.iterdir()):
+        if path.name != ENTRY:
+            shutil.copyfile(path, out_dir / path.name)
+    return {**report, "cache": status, "cache_key": key}
+
+
+def _read_entry(entry: Path, log: Callable[[str], None]) -> dict | None:
+    """The cached report if the folder's files still match the fingerprint recorded with it."""
+    try:
+        recorded = json.loads((entry / ENTRY).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    files = {k: v for k, v in dir_digests(entry).items() if k != ENTRY}
+    if fingerprint(files) != recorded["fingerprint"]:
+        log(f"model cache entry {entry} does not match its recorded fingerprint; rebuilding it")
+        return None
+    return recorded["report"]
+
+
+def _build_entry(config: Config, catalog_prompts: Collection[str], entry: Path,
+                 log: Callable[[str], None]) -> dict:
+    """Build into a temp sibling and rename it into place, so a killed build leaves no entry."""
+    tmp = entry.with_name(f".{entry.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    report = build_embedded(config, catalog_prompts, tmp, log)
+    doc = {"report": report, "fingerprint": fingerprint(dir_digests(tmp))}
+    write_atomic(tmp / ENTRY, json.dumps(doc, sort_keys=True, indent=1).encode())
+    shutil.rmtree(entry, ignore_errors=True)
+    os.replace(tmp, entry)
+    return report

@@ -1,0 +1,57 @@
+"""Engines on the profile's device, one resident at a time: loading, the device check, release.
+
+`compute` (config) says where every model-holding stage runs. A stage asks for an engine for a
+model directory (the base model or a merged model); loading another first releases the one that
+is resident, so two models never share GPU memory.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+
+from apsft_dagster.core.config import Compute
+from apsft_dagster.core.engines.base import GenerationEngine
+from apsft_dagster.core.errors import DeviceError
+
+
+def require_device(compute: Compute, stage: str, profile: str) -> None:
+    """Fail before anything is loaded or written when the profile's device is not here."""
+    if compute.device != "cuda":
+        return
+    import torch
+
+    if not torch.cuda.is_available():
+        raise DeviceError(
+            f"stage {stage} needs device cuda (profile {profile}: compute.device cuda, dtype {compute.dtype}) "
+            "but this machine has no CUDA device; nothing was written. Run it on a GPU machine, or use a "
+            "profile with compute.device: cpu (e.g. smoke)")
+
+
+def load_generation_engine(path: str, backend: str, compute: Compute, stop_tokens: Sequence[str]) -> GenerationEngine:
+    if backend == "vllm":
+        from apsft_dagster.core.engines.vllm_engine import VllmEngine
+
+        return VllmEngine(path, stop_tokens, dtype=compute.dtype)
+    from apsft_dagster.core.engines.transformers_engine import TransformersEngine
+
+    return TransformersEngine.load(path, stop_tokens, compute.device, compute.dtype)
+
+
+def load_causal_lm(path: str, compute: Compute) -> tuple:
+    """(model in eval mode on the profile's device and dtype, its tokenizer)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from apsft_dagster.core.engines.transformers_engine import torch_dtype
+
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(compute.dtype)).to(compute.device)
+    return model.eval(), AutoTokenizer.from_pretrained(path)
+
+
+def free_memory() -> None:
+    """Collect dropped engines now and hand cached CUDA blocks back to the driver."""
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()

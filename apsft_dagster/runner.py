@@ -1,0 +1,180 @@
+"""The one stage runner: `apsft run` and the tests run the stages (stages.STAGES) through it.
+
+Each stage is one job; a partitioned stage runs its selected partitions as single runs over
+contiguous key ranges. A stage stops the sequence when a run fails or a check fails. Outcomes
+are read back from the instance's event log, the same whether the run executed in this process
+or, for an engine stage on a GPU, in a child process (so its memory returns to the device).
+Alerts for each finished run follow the sensors' rules (`sensors.rules.run_alerts`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import dagster as dg
+from dagster._core.events import DagsterEventType
+
+from apsft_dagster.core.alerts import deliver
+from apsft_dagster.partitions import single_run_tags
+from apsft_dagster.sensors import RUNNER_TAG
+from apsft_dagster.sensors.rules import run_alerts
+from apsft_dagster.stages import STAGES, Stage
+
+
+@dataclass
+class StageOutcome:
+    job: str
+    run_ids: list[str] = field(default_factory=list)
+    success: bool = True
+    checks: list[tuple[str, str, bool]] = field(default_factory=list)  # (asset, check, passed)
+    materialized: dict[str, int] = field(default_factory=dict)  # asset -> materializations (partitions)
+    figures: dict[str, dict] = field(default_factory=dict)  # asset -> numeric metadata of its last materialization
+    alerts: list[dict] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.success and all(passed for _, _, passed in self.checks)
+
+
+def key_ranges(keys: Sequence[str], all_keys: Sequence[str]) -> list[list[str]]:
+    """The selected keys as maximal runs of consecutive keys in the partition order."""
+    position = {k: i for i, k in enumerate(all_keys)}
+    unknown = [k for k in keys if k not in position]
+    if unknown:
+        raise ValueError(f"unknown partition keys {unknown}; known keys run {all_keys[0]} .. {all_keys[-1]}")
+    ranges: list[list[str]] = []
+    for k in sorted(set(keys), key=position.__getitem__):
+        if ranges and position[ranges[-1][-1]] + 1 == position[k]:
+            ranges[-1].append(k)
+        else:
+            ranges.append([k])
+    return ranges
+
+
+def select_stages(start: str | None = None, stages: Sequence[Stage] = STAGES) -> list[Stage]:
+    names = [s.job for s in stages]
+    if start is not None and start not in names:
+        raise ValueError(f"--from {start!r}: no such stage; stages are {', '.join(names)}")
+    return list(stages[names.index(start) if start else 0:])
+
+
+def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Sequence[Stage] = STAGES, *,
+               partition_keys: dict[str, list[str]] | None = None, isolate: Callable[[Stage], bool] = lambda s: False,
+               origin=None, verbose: bool = False, alert: bool = True,
+               on_stage: Callable[[StageOutcome], None] = lambda o: None) -> list[StageOutcome]:
+    """Run `stages` in order until one fails; `partition_keys` narrows a stage to some partitions
+    (job name -> keys); `isolate(stage)` runs that stage's runs in a child process; `origin` (see
+    `workspace_origin`) makes every run belong to the UI's code location."""
+    outcomes = []
+    for stage in stages:
+        started = time.monotonic()
+        outcome = StageOutcome(stage.job)
+        for tags in _run_tags(stage, (partition_keys or {}).get(stage.job)):
+            tags = {**tags, RUNNER_TAG[0]: RUNNER_TAG[1]}
+            execute = _execute_in_child if isolate(stage) else _execute
+            run_id = execute(defs, stage.job, instance, tags, verbose, origin)
+            _collect(instance, run_id, outcome)
+            if alert:
+                outcome.alerts += [deliver(a) for a in run_alerts(instance, run_id)]
+            if not outcome.ok:
+                break
+        outcome.seconds = time.monotonic() - started
+        outcomes.append(outcome)
+        on_stage(outcome)
+        if not outcome.ok:
+            break
+    return outcomes
+
+
+def _run_tags(stage: Stage, keys: list[str] | None) -> list[dict[str, str]]:
+    if stage.partitions_def is None:
+        return [{}]
+    all_keys = stage.partitions_def.get_partition_keys()
+    return [single_run_tags(r) for r in key_ranges(all_keys if keys is None else keys, all_keys)]
+
+
+def _run_config(verbose: bool) -> dict:
+    """In-process executor (one process per stage run), Dagster's console log only with --verbose."""
+    config: dict = {"execution": {"config": {"in_process": {}}}}
+    if not verbose:
+        config["loggers"] = {"console": {"config": {"log_level": "WARNING"}}}
+    return config
+
+
+def workspace_origin(workspace_yaml: str = "workspace.yaml"):
+    """The code location `apsft ui` loads (workspace.yaml): runs that carry its origin show under
+    their jobs and on the timeline, and its sensors see them. None when there is no workspace file."""
+    from dagster._core.workspace.load import location_origins_from_yaml_paths
+
+    from apsft_dagster.core.config import PROJECT_ROOT
+
+    path = PROJECT_ROOT / workspace_yaml
+    return location_origins_from_yaml_paths([str(path)])[0] if path.is_file() else None
+
+
+def _execute(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, tags: dict, verbose: bool,
+             origin=None) -> str:
+    """One run of `job` in this process; with `origin` (a code location origin) the run belongs to
+    that code location, as a run launched from the UI would."""
+    if origin is None:
+        result = defs.resolve_job_def(job).execute_in_process(
+            instance=instance, tags=tags, run_config=_run_config(verbose), raise_on_error=False)
+        return result.run_id
+    from dagster._core.definitions.job_base import InMemoryJob
+    from dagster._core.execution.api import execute_run
+    from dagster._core.remote_origin import RemoteRepositoryOrigin
+
+    job_def = defs.resolve_job_def(job)
+    run = instance.create_run_for_job(
+        job_def=job_def, run_config=_run_config(verbose), tags={**job_def.run_tags, **tags},
+        remote_job_origin=RemoteRepositoryOrigin(origin, "__repository__").get_job_origin(job))
+    return execute_run(InMemoryJob(job_def), run, instance, raise_on_error=False).run_id
+
+
+def _execute_in_child(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, tags: dict, verbose: bool,
+                      origin=None) -> str:
+    """The same run in a fresh interpreter over the same instance (DAGSTER_HOME) and environment:
+    the definitions load from `apsft_dagster.definitions` there, so `defs` must be those."""
+    cmd = [sys.executable, "-m", "apsft_dagster.runner", job, json.dumps(tags)]
+    cmd += (["--verbose"] if verbose else []) + (["--code-location"] if origin is not None else [])
+    proc = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise RuntimeError(f"stage {job}: the child process exited with {proc.returncode} before reporting a run")
+    return json.loads(lines[-1])["run_id"]
+
+
+def _collect(instance: dg.DagsterInstance, run_id: str, outcome: StageOutcome) -> None:
+    outcome.run_ids.append(run_id)
+    outcome.success &= instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
+        e = entry.dagster_event.asset_check_evaluation_data
+        outcome.checks.append((e.asset_key.to_user_string(), e.check_name, e.passed))
+    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
+        m = entry.dagster_event.event_specific_data.materialization
+        key = m.asset_key.to_user_string()
+        outcome.materialized[key] = outcome.materialized.get(key, 0) + 1
+        outcome.figures[key] = {k: v.value for k, v in m.metadata.items()
+                                if isinstance(v.value, (int, float)) and not isinstance(v.value, bool)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child-process entry: run one job of `apsft_dagster.definitions` and print its run id."""
+    args = sys.argv[1:] if argv is None else argv
+    from apsft_dagster.definitions import defs
+
+    origin = workspace_origin() if "--code-location" in args else None
+    run_id = _execute(defs, args[0], dg.DagsterInstance.get(), json.loads(args[1]), "--verbose" in args, origin)
+    print(json.dumps({"run_id": run_id}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,49 @@
+"""The stages of the experiment, in order: one job each, and whether it holds a model engine.
+
+`apsft run` and the tests run exactly this list (`runner.run_stages`). A stage that holds an
+engine on the profile's device runs in its own process on a GPU, so memory returns between
+stages; a partitioned stage runs its partitions as single runs over contiguous key ranges.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dagster as dg
+
+from apsft_dagster.assets.audits import audit_assets
+from apsft_dagster.assets.base_model import base_model
+from apsft_dagster.assets.evidence_seal import evidence_seal
+from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
+from apsft_dagster.assets.score_bank import parity_gate, score_bank, score_bank_index
+from apsft_dagster.assets.sft_arms import sft_arms, sft_manifest
+from apsft_dagster.assets.task_catalog import task_catalog
+from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
+
+
+@dataclass(frozen=True)
+class Stage:
+    job: str
+    assets: tuple[dg.AssetsDefinition, ...]
+    engine: bool = False  # loads a model on compute.device (generation, scoring, training)
+
+    @property
+    def partitions_def(self) -> dg.PartitionsDefinition | None:
+        return next((a.partitions_def for a in self.assets if a.partitions_def is not None), None)
+
+
+STAGES = (
+    Stage("tasks_and_model_job", (task_catalog, base_model)),
+    Stage("trace_bank_job", (trace_bank,), engine=True),
+    Stage("bank_and_parity_job", (trace_bank_index, parity_gate), engine=True),
+    Stage("score_bank_job", (score_bank,), engine=True),
+    Stage("score_bank_index_job", (score_bank_index,)),
+    Stage("r1_labels_job", (r1_labels,), engine=True),
+    Stage("r1_labels_index_job", (r1_labels_index,)),
+    Stage("evidence_seal_job", (evidence_seal,)),
+    Stage("sft_arms_job", (sft_arms,)),
+    Stage("sft_manifest_and_audits_job", (sft_manifest, *audit_assets)),
+)
+ASSETS = [a for stage in STAGES for a in stage.assets]
+JOBS = [dg.define_asset_job(s.job, selection=list(s.assets), tags={"apsft/engine": str(s.engine).lower()})
+        for s in STAGES]

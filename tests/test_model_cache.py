@@ -1,0 +1,98 @@
+"""The content-addressed embedded model: deterministic builds, hits, misses, keys, tampering."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from conftest import variant_config
+
+from apsft_dagster.core.config import PROJECT_ROOT, load_config
+from apsft_dagster.core.embedded.build import build_embedded
+from apsft_dagster.core.embedded.cache import ENTRY, cache_key, embedded_model
+from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
+from apsft_dagster.core.store import dir_digests, fingerprint
+
+PROMPTS = ["a prompt of the catalog", "another one"]
+
+
+def _small(raw: dict) -> None:
+    """The embedded recipe shrunk to seconds: same code path, fewer steps and checks."""
+    raw["embedded"].update(train_steps=4, pretrain_tasks_per_cell=2, capability_tasks=2, capability_samples=1,
+                           capability_allowance=8, batch_size=4)
+
+
+@pytest.fixture
+def small(tmp_path):
+    return load_config(path=variant_config(tmp_path, _small))
+
+
+BUILD = """
+import json, sys
+from pathlib import Path
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.embedded.build import build_embedded
+from apsft_dagster.core.store import dir_digests, fingerprint
+out = Path(sys.argv[2]); out.mkdir()
+build_embedded(load_config(path=sys.argv[1]), json.loads(sys.argv[3]), out, lambda m: None)
+print(fingerprint(dir_digests(out)))
+"""
+
+
+def test_build_is_identical_in_process_and_in_a_fresh_process(small, tmp_path):
+    here = tmp_path / "here"
+    here.mkdir()
+    build_embedded(small, PROMPTS, here, lambda m: None)
+    proc = subprocess.run([sys.executable, "-c", BUILD, str(tmp_path / "variant.yaml"), str(tmp_path / "there"),
+                           json.dumps(PROMPTS)], capture_output=True, text=True, cwd=PROJECT_ROOT, check=True,
+                          env={**os.environ, "APSFT_MODEL_CACHE": "off", "PYTHONHASHSEED": "12345"})
+    assert proc.stdout.split()[-1] == fingerprint(dir_digests(here))
+    assert {"model.safetensors", "tokenizer.json", "config.json"} <= set(dir_digests(here))
+
+
+def test_miss_then_hit_give_the_same_files(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("APSFT_MODEL_CACHE", str(tmp_path / "cache"))
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    built = embedded_model(small, PROMPTS, first, lambda m: None)
+    reused = embedded_model(small, PROMPTS, second, lambda m: None)
+    assert (built["cache"], reused["cache"]) == ("miss", "hit")
+    assert built["cache_key"] == reused["cache_key"] == cache_key(small, PROMPTS)
+    assert dir_digests(first) == dir_digests(second)
+    assert {k: v for k, v in built.items() if k != "cache"} == {k: v for k, v in reused.items() if k != "cache"}
+    assert not list((tmp_path / "cache").glob(".*tmp-*"))  # no half-built entry left
+
+
+def test_a_tampered_entry_is_rebuilt_not_served(small, tmp_path, monkeypatch):
+    monkeypatch.setenv("APSFT_MODEL_CACHE", str(tmp_path / "cache"))
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    report = embedded_model(small, PROMPTS, tmp_path / "a", lambda m: None)
+    weights = tmp_path / "cache" / report["cache_key"] / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-4] + b"\0\0\0\0")
+    again = embedded_model(small, PROMPTS, tmp_path / "b", lambda m: None)
+    assert again["cache"] == "miss"
+    assert dir_digests(tmp_path / "a") == dir_digests(tmp_path / "b")
+
+
+def test_the_key_moves_with_what_determines_the_bytes(small, tmp_path):
+    (tmp_path / "x").mkdir()
+    longer = load_config(path=variant_config(tmp_path / "x", lambda raw: (_small(raw), raw["embedded"].update(
+        train_steps=5))))
+    reseeded = small.model_copy(update={"seeds": small.seeds.model_copy(update={"experiment": 7})})
+    unrelated = small.model_copy(update={"selection": small.selection.model_copy(update={"top_k": 3})})
+    key = cache_key(small, PROMPTS)
+    assert len({key, cache_key(longer, PROMPTS), cache_key(reseeded, PROMPTS), cache_key(small, PROMPTS[:1])}) == 4
+    assert cache_key(unrelated, PROMPTS) == key  # selection does not touch the model
+
+
+def test_smoke_base_model_records_the_cache_and_keeps_relative_paths_and_modes(smoke_run):
+    results, store = smoke_run
+    meta = results["base_model"].get_asset_materialization_events()[0].materialization.metadata
+    prompts = store.get_parquet(TASK_CATALOG)["prompt"].to_list()
+    assert meta["cache"].value in ("hit", "miss") and meta["cache_key"].value == cache_key(load_config("smoke"), prompts)
+    report = store.get_json(BASE_MODEL_REPORT)
+    assert report["path"] == BASE_MODEL_DIR and "cache" not in report  # how it was obtained is not what it is
+    modes = {p.name: p.stat().st_mode & 0o777 for p in store.path(BASE_MODEL_DIR).iterdir()}
+    assert set(modes.values()) == {0o644}, modes
+    assert ENTRY not in modes

@@ -1,0 +1,119 @@
+"""The stage runner: key ranges, partition subsets, child processes, the UI's code location, alerts."""
+
+import json
+import shutil
+
+import dagster as dg
+import pytest
+from conftest import smoke_definitions
+
+from apsft_dagster.core.alerts import alert_path
+from apsft_dagster.core.layout import TRACE_BANK, shard_file
+from apsft_dagster.core.paths import ensure_dagster_home
+from apsft_dagster.core.store import Store
+from apsft_dagster.partitions import train_task_partitions
+from apsft_dagster.runner import key_ranges, run_stages, select_stages, workspace_origin
+from apsft_dagster.stages import STAGES, Stage
+
+KEYS = train_task_partitions.get_partition_keys()
+
+
+def test_key_ranges_are_maximal_runs_in_partition_order():
+    keys = list("abcdefg")
+    assert key_ranges(["e", "a", "b", "d", "g"], keys) == [["a", "b"], ["d", "e"], ["g"]]
+    assert key_ranges(keys, keys) == [keys]
+    assert key_ranges(["c", "c"], keys) == [["c"]]
+    with pytest.raises(ValueError, match=r"unknown partition keys \['z'\]"):
+        key_ranges(["z"], keys)
+
+
+def test_select_stages_starts_at_a_stage_and_names_the_known_ones():
+    assert [s.job for s in select_stages("evidence_seal_job")] == [s.job for s in STAGES[7:]]
+    with pytest.raises(ValueError, match="no such stage; stages are tasks_and_model_job, trace_bank_job"):
+        select_stages("nope")
+
+
+def test_a_stage_runs_only_the_selected_partitions(smoke_run, tmp_path):
+    _, reference = smoke_run
+    store = Store(tmp_path / "s")
+    for name in ("task_catalog.parquet", "base_model"):  # what trace_bank reads, with receipts
+        src, dst = reference.path(name), store.path(name)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if src.is_dir() else shutil.copyfile)(src, dst)
+        shutil.copyfile(reference.receipt_path(name), store.receipt_path(name))
+    chosen = [KEYS[4], KEYS[0]]  # not contiguous: two single-run ranges
+    instance = dg.DagsterInstance.ephemeral()
+    [outcome] = run_stages(smoke_definitions(store.root), instance, [STAGES[1]],
+                           partition_keys={"trace_bank_job": chosen}, alert=False)
+    assert outcome.ok and len(outcome.run_ids) == 2 and outcome.materialized == {"trace_bank": 2}
+    written = sorted(p.name for p in (store.root / TRACE_BANK / "shards").glob("*.parquet"))
+    assert written == sorted(f"{k}.parquet" for k in chosen)
+    for key in chosen:  # the same bytes as the full smoke run's shards
+        assert store.verify(shard_file(TRACE_BANK, key)) == reference.verify(shard_file(TRACE_BANK, key))
+
+
+@pytest.fixture
+def dagster_home(tmp_path, monkeypatch):
+    for name in ("APSFT_CONFIG", "DAGSTER_HOME"):
+        monkeypatch.setenv(name, "")  # recorded, so what ensure_dagster_home exports is undone after the test
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("APSFT_PROFILE", "smoke")
+    monkeypatch.setenv("APSFT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("APSFT_STORE_DIR", str(tmp_path / "store"))
+    ensure_dagster_home()
+    with dg.DagsterInstance.get() as instance:
+        yield instance
+
+
+@pytest.mark.slow
+def test_runs_belong_to_the_ui_code_location_in_process_and_in_a_child(dagster_home):
+    from apsft_dagster.definitions import defs
+
+    origin = workspace_origin()
+    assert origin.location_name == "apsft_dagster.definitions"
+    first = run_stages(defs, dagster_home, [STAGES[0]], origin=origin)  # catalog + cached model
+    second = run_stages(defs, dagster_home, [STAGES[0]], origin=origin, isolate=lambda s: True)
+    assert first[0].ok and second[0].ok
+    for run_id in first[0].run_ids + second[0].run_ids:
+        run = dagster_home.get_run_by_id(run_id)
+        repo = run.remote_job_origin.repository_origin
+        assert (repo.code_location_origin.location_name, repo.repository_name) == ("apsft_dagster.definitions",
+                                                                                   "__repository__")
+        assert run.job_name == "tasks_and_model_job"
+    # the Jobs page lists runs by the repository tag: both runs are under their job
+    runs = dagster_home.get_runs(dg.RunsFilter(job_name="tasks_and_model_job",
+                                               tags={".dagster/repository": "__repository__@apsft_dagster.definitions"}))
+    assert {r.run_id for r in runs} == set(first[0].run_ids + second[0].run_ids)
+
+
+@dg.asset(key_prefix="runner")
+def guarded():
+    return 1
+
+
+@dg.asset_check(asset=guarded)
+def loose_end():
+    return dg.AssetCheckResult(passed=False, severity=dg.AssetCheckSeverity.ERROR, metadata={"problems": 1})
+
+
+@dg.asset(key_prefix="runner")
+def broken():
+    raise RuntimeError("disk on fire")
+
+
+def test_headless_runs_raise_the_sensors_alerts(tmp_path, monkeypatch):
+    monkeypatch.setenv("APSFT_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("APSFT_ALERT_WEBHOOK", raising=False)
+    stages = [Stage("guarded_job", (guarded,)), Stage("broken_job", (broken,))]
+    defs = dg.Definitions(assets=[guarded, broken], asset_checks=[loose_end],
+                          jobs=[dg.define_asset_job(s.job, selection=list(s.assets)) for s in stages])
+    outcomes = run_stages(defs, dg.DagsterInstance.ephemeral(), stages)
+    assert len(outcomes) == 1 and not outcomes[0].ok  # a failed check stops the sequence
+    assert outcomes[0].checks == [("runner/guarded", "loose_end", False)]
+    lines = [json.loads(line) for line in alert_path().read_text().splitlines()]
+    assert [(a["kind"], a["check_name"]) for a in lines] == [("asset_check_failed", "loose_end")]
+    failed = run_stages(defs, dg.DagsterInstance.ephemeral(), stages[1:])
+    assert not failed[0].ok and not failed[0].success
+    last = json.loads(alert_path().read_text().splitlines()[-1])
+    assert last["kind"] == "run_failed" and last["job_name"] == "broken_job"
+    assert "disk on fire" in json.dumps(last["step_errors"])

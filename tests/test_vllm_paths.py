@@ -1,0 +1,195 @@
+"""The vLLM engine and instrument against a fake `vllm` module (vLLM itself is GPU-only).
+
+The fake records what the code passes to `LLM`, `SamplingParams` and `TokensPrompt`, and answers
+with objects shaped like vLLM's RequestOutput / CompletionOutput: `prompt_logprobs` is a list whose
+entry 0 is None and entry i a dict token id -> Logprob for prompt token i.
+"""
+
+import gc
+import sys
+import types
+import weakref
+from dataclasses import dataclass
+
+import pytest
+import torch
+
+from apsft_dagster.core.config import Sampling
+from apsft_dagster.core.embedded.tokenizer import train_tokenizer
+from apsft_dagster.core.engines.base import Completion, GenerationRequest
+from apsft_dagster.core.engines.vllm_engine import VllmEngine, completion
+from apsft_dagster.core.engines.vllm_scoring import VllmInstrument, prompt_logprob_sums
+from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_answer, format_prompt, format_record, locate_spans
+
+STOP_TOKENS = (THINK_CLOSE, IM_END)
+
+
+@dataclass
+class Logprob:
+    logprob: float
+
+
+def out(token_ids, finish_reason, stop_reason=None):
+    return types.SimpleNamespace(token_ids=list(token_ids), finish_reason=finish_reason, stop_reason=stop_reason)
+
+
+def table_value(position: int, token: int) -> float:
+    """A known, position- and token-dependent log-prob (dyadic, so sums are exact)."""
+    return -(position % 13 + 1) / 8 - (token % 7) / 64
+
+
+class FakeLLM:
+    def __init__(self, **kwargs):
+        self.kwargs, self.calls, self.script = kwargs, [], None
+
+    def generate(self, prompts, sampling_params, use_tqdm=True):
+        self.calls.append((prompts, sampling_params, use_tqdm))
+        if self.script is not None:
+            return [types.SimpleNamespace(outputs=outputs, prompt_logprobs=None) for outputs in self.script]
+        # Scoring: every prompt token's own logprob, plus a decoy entry (top-1 of another token).
+        results = []
+        for prompt in prompts:
+            ids = prompt["prompt_token_ids"]
+            table = [None] + [{ids[i]: Logprob(table_value(i, ids[i])), -1: Logprob(-0.001)}
+                              for i in range(1, len(ids))]
+            results.append(types.SimpleNamespace(outputs=[out([0], "length")], prompt_logprobs=table))
+        return results
+
+
+class FakeSamplingParams:
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+@pytest.fixture
+def fake_vllm(monkeypatch):
+    """`vllm`, `vllm.inputs` and `vllm.distributed.parallel_state` in sys.modules; records cleanups."""
+    vllm, inputs = types.ModuleType("vllm"), types.ModuleType("vllm.inputs")
+    distributed = types.ModuleType("vllm.distributed")
+    parallel_state = types.ModuleType("vllm.distributed.parallel_state")
+    vllm.LLM, vllm.SamplingParams, vllm.inputs = FakeLLM, FakeSamplingParams, inputs
+    inputs.TokensPrompt = lambda **kwargs: dict(kwargs)  # vLLM's TokensPrompt is a TypedDict
+    events = []
+    parallel_state.cleanup_dist_env_and_memory = lambda: events.append("cleanup_dist_env")
+    vllm.distributed, distributed.parallel_state = distributed, parallel_state
+    for name, module in {"vllm": vllm, "vllm.inputs": inputs, "vllm.distributed": distributed,
+                         "vllm.distributed.parallel_state": parallel_state}.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "empty_cache", lambda: events.append("empty_cache"))
+    return events
+
+
+@pytest.fixture(scope="module")
+def tok():
+    texts = [format_record(f"Count {i} salt.", f"Step {i}: salt {i} + 1 = {i + 1}.\n", str(i + 1)) for i in range(200)]
+    return train_tokenizer(texts, vocab_size=400)
+
+
+@pytest.fixture(scope="module")
+def model_dir(tok, tmp_path_factory):
+    path = tmp_path_factory.mktemp("model")
+    tok.save_pretrained(path)
+    return str(path)
+
+
+def test_completion_stop_token_kept_appended_or_length():
+    close, end = 7, 9
+    assert completion(out([4, 5, close], "stop", close), (close, end)) == Completion((4, 5, close), "stop")
+    # a vLLM version that leaves the matched stop token out of token_ids
+    assert completion(out([4, 5], "stop", end), (close, end)) == Completion((4, 5, end), "stop")
+    assert completion(out([], "stop", close), (close, end)) == Completion((close,), "stop")
+    assert completion(out([4, 5, 6], "length"), (close, end)) == Completion((4, 5, 6), "length")
+    assert completion(out([4, end], "stop", None), (close, end)) == Completion((4, end), "stop")  # EOS path
+    with pytest.raises(RuntimeError, match="abort"):
+        completion(out([4], "abort"), (close, end))
+
+
+def test_engine_passes_exact_prompts_and_sampling_params(fake_vllm, tok, model_dir):
+    engine = VllmEngine(model_dir, STOP_TOKENS)
+    close, end = tok.convert_tokens_to_ids(list(STOP_TOKENS))
+    assert engine.stop_token_ids == (close, end)
+    assert engine.llm.kwargs["model"] == model_dir and engine.llm.kwargs["enable_prefix_caching"] is False
+
+    first = tuple(tok(format_prompt("Count 3 salt."), add_special_tokens=False)["input_ids"])
+    requests = [GenerationRequest(first, 2, 30, 11), GenerationRequest(first + (5, 6), 1, 8, 2**62 + 3)]
+    engine.llm.script = [[out([5, 6, close], "stop", close), out([5, 6], "stop", end)], [out([1] * 8, "length")]]
+    sampling = Sampling(temperature=0.6, top_p=0.8, top_k=7)
+    results = engine.generate(requests, sampling)
+
+    assert results == [[Completion((5, 6, close), "stop"), Completion((5, 6, end), "stop")],
+                       [Completion((1,) * 8, "length")]]
+    [(prompts, params, use_tqdm)] = engine.llm.calls
+    assert prompts == [{"prompt_token_ids": list(r.prompt_ids)} for r in requests]
+    assert use_tqdm is False
+    for request, p in zip(requests, params):
+        assert p.kwargs == {"n": request.n, "seed": request.seed, "temperature": 0.6, "top_p": 0.8, "top_k": 7,
+                            "max_tokens": request.max_tokens, "stop_token_ids": [close, end],
+                            "ignore_eos": True, "skip_special_tokens": False}
+
+
+def _items():
+    prompt = format_prompt("Count 3 salt.")
+    return [(prompt, "Step 3: salt 3 + 1 = 4.\n", format_answer("4")), (prompt, "", format_answer("4")),
+            (prompt, "Step 1.\n", format_answer("12"))]
+
+
+def _brute_force(tok, prompt, thought, answer) -> dict:
+    """Sum the table over tokens starting at/after the answer's (boundary's) first character."""
+    boundary_at, answer_at = len(prompt + thought), len(prompt + thought + "</think>\n\nANSWER:")
+    enc = tok(prompt + thought + "</think>\n\nANSWER:" + answer, add_special_tokens=False, return_offsets_mapping=True)
+    pairs = zip(enc["input_ids"], enc["offset_mapping"])
+    picked = [(start, table_value(i, t)) for i, (t, (start, _)) in enumerate(pairs)]
+    answer_lp = [v for start, v in picked if start >= answer_at]
+    joint_lp = [v for start, v in picked if start >= boundary_at]
+    return {"answer_logprob": sum(answer_lp), "joint_logprob": sum(joint_lp),
+            "n_answer_tokens": len(answer_lp), "n_joint_tokens": len(joint_lp)}
+
+
+def test_instrument_sums_match_brute_force(fake_vllm, tok, model_dir):
+    instrument = VllmInstrument(model_dir)
+    assert instrument.llm.kwargs["enable_prefix_caching"] is False
+    results = instrument.score(_items())
+    assert results == [_brute_force(tok, *item) for item in _items()]
+    assert all(r["n_answer_tokens"] >= 1 and r["n_joint_tokens"] > r["n_answer_tokens"] for r in results)
+    [(prompts, params, _)] = instrument.llm.calls
+    assert params.kwargs["prompt_logprobs"] >= 0 and params.kwargs["max_tokens"] == 1
+    assert prompts == [{"prompt_token_ids": locate_spans(tok, *item).input_ids} for item in _items()]
+
+
+def test_prompt_logprob_sums_refuses_a_misaligned_table(tok):
+    spans = locate_spans(tok, *_items()[0])
+    table = [None] + [{t: Logprob(-1.0)} for t in spans.input_ids[1:]]
+    assert prompt_logprob_sums(table, spans)["joint_logprob"] == -float(len(spans.input_ids) - spans.boundary.start)
+    with pytest.raises(ValueError, match="prompt_logprobs has"):
+        prompt_logprob_sums(table[1:], spans)
+
+
+def test_close_releases_an_owned_llm(fake_vllm, model_dir):
+    for owner in (VllmEngine(model_dir, STOP_TOKENS), VllmInstrument(model_dir)):
+        fake_vllm.clear()
+        llm = weakref.ref(owner.llm)
+        owner.close()
+        gc.collect()
+        assert owner.llm is None and llm() is None
+        assert fake_vllm == ["cleanup_dist_env", "empty_cache"]
+
+
+def test_from_llm_borrows_and_close_leaves_the_owner_running(fake_vllm, tok, model_dir):
+    engine = VllmEngine(model_dir, STOP_TOKENS)
+    instrument = VllmInstrument.from_llm(engine.llm, engine.tokenizer)
+    assert instrument.llm is engine.llm and instrument.tokenizer is engine.tokenizer
+    assert instrument.score(_items()[:1]) == [_brute_force(tok, *_items()[0])]
+    fake_vllm.clear()
+    instrument.close()
+    assert instrument.llm is None and engine.llm is not None
+    assert fake_vllm == ["empty_cache"]  # a borrower never tears down vLLM's distributed state
+
+
+def test_close_without_vllm_cleanup_api(fake_vllm, monkeypatch, model_dir):
+    monkeypatch.delitem(sys.modules, "vllm.distributed.parallel_state")
+    monkeypatch.delitem(sys.modules, "vllm.distributed")
+    monkeypatch.delattr(sys.modules["vllm"], "distributed")
+    engine = VllmEngine(model_dir, STOP_TOKENS)
+    engine.close()
+    assert engine.llm is None and fake_vllm == ["empty_cache"]
