@@ -125,7 +125,7 @@ def test_a_cell_short_of_its_configured_tasks_fails_closed():
                 for task, n in (("C", 1), ("D", 3)) for i in range(n)]
     candidates = pl.concat([two_task_cell(rows), frame(cell_two)])
     select_arms(candidates.filter(pl.col("level") == 1), seed=1, per_cell=2)  # the full cell passes
-    with pytest.raises(BalanceError, match=r"\(caravan, L2\): 1 of 2 retained"):
+    with pytest.raises(BalanceError, match=r"\(caravan, L2\): 1 retained tasks, expected 2"):
         select_arms(candidates, seed=1, per_cell=2)
 
 

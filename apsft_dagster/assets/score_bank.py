@@ -8,10 +8,9 @@ from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA
 from apsft_dagster.core.layout import PARITY_GATE, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
-from apsft_dagster.core.parity import calibration_traces, parity_report, require_parity
-from apsft_dagster.core.protocol import format_answer, format_prompt
-from apsft_dagster.core.score_bank import SCORE_COLUMNS, SCORE_SCHEMA, score_task
-from apsft_dagster.core.scoring import with_gains
+from apsft_dagster.core.parity import (calibration_traces, gate_problems, parity_report, require_parity,
+                                      score_calibration)
+from apsft_dagster.core.score_bank import SCORE_COLUMNS, SCORE_SCHEMA, join_problems, score_task
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, ScoringResource
@@ -26,16 +25,7 @@ def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResourc
     bank, _, _ = load_shards(store, TRACE_BANK, train_task_ids(config), TRACE_SCHEMA)
     chosen = calibration_traces(bank, config.scoring.calibration_traces, config.seeds.experiment)
     tasks = {t: (p, a) for t, p, a in store.get_parquet(TASK_CATALOG).select("task_id", "prompt", "answer").iter_rows()}
-    scored = {}
-    for name in ("reference", "fast"):
-        instrument = scorer.instrument(name)
-        rows = []
-        for r in chosen.iter_rows(named=True):
-            prompt, answer = tasks[r["task_id"]]
-            x, y = format_prompt(prompt), format_answer(answer)
-            [empty, trace] = instrument.score([(x, "", y), (x, r["thought"], y)])
-            rows.append(with_gains(trace, empty))
-        scored[name] = rows
+    scored = {name: score_calibration(scorer.instrument(name), chosen, tasks) for name in ("reference", "fast")}
     report = parity_report(scored["reference"], scored["fast"], config.scoring.parity_threshold)
     report["calibration_trace_ids"] = chosen["trace_id"].to_list()
     digest = store.put_json(PARITY_GATE, report)
@@ -44,8 +34,7 @@ def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResourc
         metadata={**{f"max_abs_{m}": v for m, v in report["metrics"].items()}, "passed": report["passed"],
                   "threshold": report["threshold"], "calibration_traces": report["traces"]},
         data_version=dg.DataVersion(digest),
-        check_results=[check_result("within_threshold", [] if report["passed"] else [
-            f"{m}: {v:.6f} > {report['threshold']}" for m, v in report["metrics"].items() if v > report["threshold"]])],
+        check_results=[check_result("within_threshold", gate_problems(report))],
     )
 
 
@@ -96,12 +85,3 @@ def score_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentRe
         data_version=dg.DataVersion(digest),
         check_results=[check_result(n, problems[n]) for n in SCORE_CHECKS],
     )
-
-
-def join_problems(expected: pl.DataFrame, derived: pl.DataFrame, verb: str) -> tuple[list[str], list[str]]:
-    """Join on trace id: every expected trace appears exactly once in `derived`, and nothing else does."""
-    keys = expected.select("trace_id")
-    counts = keys.join(derived.group_by("trace_id").len(), on="trace_id", how="left").fill_null(0)
-    once = [f"{t}: {verb} {n} times" for t, n in counts.filter(pl.col("len") != 1).sort("trace_id").iter_rows()]
-    extra = derived.join(keys, on="trace_id", how="anti")["trace_id"].sort().to_list()
-    return once, [f"{t}: {verb} but not expected" for t in extra]

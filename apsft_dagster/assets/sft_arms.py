@@ -9,8 +9,7 @@ from apsft_dagster.core.layout import EVIDENCE_SEAL, SFT_MANIFEST, TASK_CATALOG,
 from apsft_dagster.core.model_dir import load_tokenizer
 from apsft_dagster.core.seal import verify_seal
 from apsft_dagster.core.selection import ARMS
-from apsft_dagster.core.sft_arms import (arm_bytes, build_arms, cell_balance_problems, digest_of, manifest,
-                                         manifest_entry, provenance)
+from apsft_dagster.core.sft_arms import arm_bytes, build_arms, manifest, manifest_entry, manifest_problems, provenance
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.partitions import arm_partitions
 from apsft_dagster.resources import ExperimentResource
@@ -63,19 +62,11 @@ def sft_manifest(context: dg.AssetExecutionContext, experiment: ExperimentResour
     rerun = _select(experiment)
     entries = [manifest_entry(arm, rows[arm], stored[arm], config) for arm in ARMS]
     digest = store.put_json(SFT_MANIFEST, manifest(entries, store.verify(EVIDENCE_SEAL), config))
-    split = config.tasks.train
-    want = 2 * split.total
+    problems = manifest_problems(rows, stored, rerun, config.tasks.train)
     summary = pl.DataFrame(entries).select("arm", "rows", "tasks", "unique_sources", "thought_tokens", "forward_tokens")
     return dg.MaterializeResult(
         metadata={"manifest_sha256": digest, "arms": table_preview(summary),
                   "forward_tokens": sum(e["forward_tokens"] for e in entries)},
         data_version=dg.DataVersion(digest),
-        check_results=[
-            check_result("per_cell_balance", cell_balance_problems(pl.concat(rows.values(), how="diagonal_relaxed"),
-                                                                   split.per_cell, len(split.families) * len(split.levels))),
-            check_result("rows_per_arm", [f"{a}: {r.height} rows, expected {want}" for a, r in rows.items() if r.height != want]),
-            check_result("byte_identical_rerun", [
-                f"{arm_file(a)}: stored {stored[a]}, rerun {digest_of(rerun[a])}"
-                for a in ARMS if digest_of(rerun[a]) != stored[a]]),
-        ],
+        check_results=[check_result(name, problems[name]) for name in MANIFEST_CHECKS],
     )

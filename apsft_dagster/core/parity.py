@@ -13,6 +13,8 @@ from __future__ import annotations
 import polars as pl
 
 from apsft_dagster.core.errors import ParityError
+from apsft_dagster.core.protocol import format_answer, format_prompt
+from apsft_dagster.core.scoring import with_gains
 from apsft_dagster.core.seeds import derive_seed
 
 METRICS = ("answer_mean", "joint_mean", "empty_answer_mean", "empty_joint_mean", "answer_gain", "joint_gain")
@@ -24,6 +26,23 @@ def calibration_traces(bank: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
     ranked = eligible.sort("family", "level", "_rank").with_columns(
         pl.int_range(pl.len()).over("family", "level").alias("_turn"))
     return ranked.sort("_turn", "family", "level").head(n).drop("_rank", "_turn")
+
+
+def score_calibration(instrument, chosen: pl.DataFrame, tasks: dict[str, tuple[str, str]]) -> list[dict]:
+    """Each calibration trace scored with its task's empty-thought baseline, as the bank scores it.
+    `tasks`: task id -> (prompt, canonical answer)."""
+    rows = []
+    for r in chosen.iter_rows(named=True):
+        prompt, answer = tasks[r["task_id"]]
+        x, y = format_prompt(prompt), format_answer(answer)
+        [empty, trace] = instrument.score([(x, "", y), (x, r["thought"], y)])
+        rows.append(with_gains(trace, empty))
+    return rows
+
+
+def gate_problems(report: dict) -> list[str]:
+    """The metrics over the threshold, each with its value: the check's findings."""
+    return [f"{m}: {v:.6f} > {report['threshold']}" for m, v in report["metrics"].items() if v > report["threshold"]]
 
 
 def parity_report(reference: list[dict], fast: list[dict], threshold: float) -> dict:

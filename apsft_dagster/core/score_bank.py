@@ -25,3 +25,13 @@ def score_task(instrument, prompt: str, answer: str, traces: pl.DataFrame) -> pl
             "n_thought_tokens": r["n_thought_tokens"], **with_gains(s, empty), "instrument": instrument.name}
            for r, s in zip(rows, scored)]
     return pl.DataFrame(out, schema=SCORE_SCHEMA)
+
+
+def join_problems(expected: pl.DataFrame, derived: pl.DataFrame, verb: str) -> tuple[list[str], list[str]]:
+    """Join on trace id: every expected trace appears exactly once in `derived`, and nothing else
+    does. The score index (eligible traces -> scores) and the R1 index (scores -> rollouts) use it."""
+    keys = expected.select("trace_id")
+    counts = keys.join(derived.group_by("trace_id").len(), on="trace_id", how="left").fill_null(0)
+    once = [f"{t}: {verb} {n} times" for t, n in counts.filter(pl.col("len") != 1).sort("trace_id").iter_rows()]
+    extra = derived.join(keys, on="trace_id", how="anti")["trace_id"].sort().to_list()
+    return once, [f"{t}: {verb} but not expected" for t in extra]

@@ -18,6 +18,7 @@ from collections import defaultdict
 import polars as pl
 
 from apsft_dagster.core.assignment import InfeasibleAssignmentError, min_cost_assignment
+from apsft_dagster.core.balance import cell_problems, tasks_per_cell
 from apsft_dagster.core.errors import BalanceError
 from apsft_dagster.core.seeds import derive_seed
 
@@ -194,15 +195,13 @@ def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: f
 
 def _assert_cells(candidates: pl.DataFrame, retained: list[str], per_cell: int) -> None:
     """The configured tasks per (family, level) cell, all retained: a dropped task breaks its cell."""
-    cells = (candidates.select("family", "level", "task_id").unique()
-             .with_columns(pl.col("task_id").is_in(retained).alias("retained"))
-             .group_by("family", "level").agg(pl.len().alias("tasks"), pl.col("retained").sum()).sort("family", "level"))
-    bad = cells.filter((pl.col("tasks") != per_cell) | (pl.col("retained") != per_cell))
-    if bad.height:
-        described = ", ".join(f"({r['family']}, L{r['level']}): {r['retained']} of {r['tasks']} retained"
-                              for r in bad.iter_rows(named=True))
+    expected = {cell: per_cell for cell in tasks_per_cell(candidates)}
+    problems = cell_problems(tasks_per_cell(candidates.filter(pl.col("task_id").is_in(retained))), expected,
+                             "retained tasks")
+    problems += cell_problems(tasks_per_cell(candidates), expected)
+    if problems:
         raise BalanceError(f"cells without {per_cell} retained tasks (fewer than {ROWS_PER_TASK} eligible traces "
-                           f"or missing tasks): {described}; nothing was written")
+                           f"or missing tasks): {'; '.join(problems)}; nothing was written")
 
 
 def _assert_balance(frames: dict[str, pl.DataFrame], retained: list[str]) -> None:

@@ -14,10 +14,11 @@ import io
 
 import polars as pl
 
-from apsft_dagster.core.config import Config
+from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cell
+from apsft_dagster.core.config import Config, Split
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_file, shard_file
 from apsft_dagster.core.protocol import format_record
-from apsft_dagster.core.selection import ARMS, select_arms
+from apsft_dagster.core.selection import ARMS, ROWS_PER_TASK, select_arms
 from apsft_dagster.core.store import Store, jsonl_gz_bytes, sha256_bytes
 from apsft_dagster.core.tasks.splits import train_task_ids
 
@@ -86,19 +87,30 @@ def manifest(entries: list[dict], seal_sha256: str, config: Config) -> dict:
             "throughput_tokens_per_s": config.training.throughput_tokens_per_s.model_dump()}
 
 
-def cell_balance_problems(rows: pl.DataFrame, per_cell: int, cells: int) -> list[str]:
-    """Every arm but success_rft: `cells` cells, each with `per_cell` tasks of two rows."""
-    problems = []
+def cell_balance_problems(rows: pl.DataFrame, split: Split) -> list[str]:
+    """Every arm but success_rft (its support is what R1 found): each task two rows, each cell of
+    the train split its configured tasks."""
     balanced = rows.filter(pl.col("arm") != "success_rft")
     per_task = balanced.group_by("arm", "family", "level", "task_id").len()
-    problems += [f"{r['arm']} {r['task_id']}: {r['len']} rows, expected 2" for r in per_task.filter(pl.col("len") != 2).iter_rows(named=True)]
-    per_cell_tasks = per_task.group_by("arm", "family", "level").len().sort("arm", "family", "level")
-    problems += [f"{r['arm']} ({r['family']}, L{r['level']}): {r['len']} tasks, expected {per_cell}"
-                 for r in per_cell_tasks.filter(pl.col("len") != per_cell).iter_rows(named=True)]
-    for arm, n in per_cell_tasks.group_by("arm").len().sort("arm").iter_rows():
-        if n != cells:
-            problems.append(f"{arm}: {n} cells, expected {cells}")
+    problems = [f"{r['arm']} {r['task_id']}: {r['len']} rows, expected {ROWS_PER_TASK}"
+                for r in per_task.filter(pl.col("len") != ROWS_PER_TASK).sort("arm", "task_id").iter_rows(named=True)]
+    for arm in sorted(set(balanced["arm"].to_list())):
+        counts = tasks_per_cell(per_task.filter(pl.col("arm") == arm))
+        problems += [f"{arm} {p}" for p in cell_problems(counts, split_cells(split))]
     return problems
+
+
+def manifest_problems(rows: dict[str, pl.DataFrame], stored: dict[str, str], rerun: dict[str, pl.DataFrame],
+                      split: Split) -> dict[str, list[str]]:
+    """The manifest's checks: per-cell balance, rows per arm (two per train task), and that a
+    rerun of selection gives files with the stored SHA-256s."""
+    want = ROWS_PER_TASK * split.total
+    return {
+        "per_cell_balance": cell_balance_problems(pl.concat(rows.values(), how="diagonal_relaxed"), split),
+        "rows_per_arm": [f"{a}: {r.height} rows, expected {want}" for a, r in rows.items() if r.height != want],
+        "byte_identical_rerun": [f"{arm_file(a)}: stored {stored[a]}, rerun {digest_of(rerun[a])}"
+                                 for a in rows if digest_of(rerun[a]) != stored[a]],
+    }
 
 
 def digest_of(rows: pl.DataFrame) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cell
 from apsft_dagster.core.config import Config
 
 
@@ -30,10 +31,7 @@ def check_tasks_present(bank: pl.DataFrame, task_ids: list[str]) -> list[str]:
 
 
 def check_cells(bank: pl.DataFrame, config: Config) -> list[str]:
-    split = config.tasks.train
-    counts = {(f, lv): n for f, lv, n in bank.group_by("family", "level").agg(pl.col("task_id").n_unique()).iter_rows()}
-    return [f"({f}, L{lv}): {counts.get((f, lv), 0)} tasks, expected {split.per_cell}"
-            for f in split.families for lv in split.levels if counts.get((f, lv), 0) != split.per_cell]
+    return cell_problems(tasks_per_cell(bank), split_cells(config.tasks.train))
 
 
 def check_unique_trace_ids(bank: pl.DataFrame) -> list[str]:

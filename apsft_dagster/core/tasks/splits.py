@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import polars as pl
 
+from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cell
 from apsft_dagster.core.config import Config, Split
 from apsft_dagster.core.tasks import Task, generate
 from apsft_dagster.core.tasks.answers import ANSWER_TAG
@@ -52,15 +53,8 @@ def train_task_ids(config: Config) -> list[str]:
 
 def check_cell_counts(catalog: pl.DataFrame, config: Config) -> list[str]:
     """Every (split, family, level) cell holds exactly its configured count, and nothing else exists."""
-    counts = {(r["split"], r["family"], r["level"]): r["len"]
-              for r in catalog.group_by("split", "family", "level").len().to_dicts()}
-    expected = {(name, f, lv): getattr(config.tasks, name).per_cell
-                for name in SPLITS for f, lv, _ in _cells(getattr(config.tasks, name))}
-    problems = [f"{cell}: {counts.get(cell, 0)} tasks, expected {n}"
-                for cell, n in sorted(expected.items()) if counts.get(cell, 0) != n]
-    problems += [f"{cell}: {n} tasks in a cell the config does not declare"
-                 for cell, n in sorted(counts.items()) if cell not in expected]
-    return problems
+    expected = {(name, *cell): n for name in SPLITS for cell, n in split_cells(getattr(config.tasks, name)).items()}
+    return cell_problems(tasks_per_cell(catalog, ("split", "family", "level")), expected)
 
 
 def check_firewall(catalog: pl.DataFrame) -> list[str]:
