@@ -32,6 +32,8 @@ def run(args: argparse.Namespace) -> int:
     """Preflight every stage about to run, then run them in order through the stage runner."""
     config = load_config(args.profile, args.config)
     _export(args)
+    if not args.verbose:  # Hugging Face's per-load progress bars; the stages' own progress stays
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from apsft_dagster.core.engines.lifetime import require_device
     from apsft_dagster.core.paths import store_root
     from apsft_dagster.runner import run_stages, select_stages
@@ -77,8 +79,10 @@ def _print_stage(outcome) -> None:
     passed = sum(p for _, _, p in outcome.checks)
     figures = []
     for asset, count in outcome.materialized.items():
-        numbers = ", ".join(f"{k} {_short(v)}" for k, v in list(outcome.figures.get(asset, {}).items())[:3])
-        figures.append(f"{asset} x{count}" if count > 1 else f"{asset}" + (f" ({numbers})" if numbers else ""))
+        shown = outcome.figures.get(asset, {})
+        shown = {"cache": shown["cache"], **shown} if "cache" in shown else shown  # say first how the model came
+        numbers = ", ".join(f"{k} {_short(v)}" for k, v in list(shown.items())[:3])
+        figures.append(f"{asset} ({count} partitions)" if count > 1 else asset + (f" ({numbers})" if numbers else ""))
     status = "ok" if outcome.ok else "FAILED"
     checks = f"checks {passed}/{len(outcome.checks)}" if outcome.checks else "no checks"
     print(f"  {outcome.job:<30} {status:<6} {outcome.seconds:7.1f} s  {checks:<13} {'; '.join(figures)}", flush=True)

@@ -162,7 +162,7 @@ def _collect(instance: dg.DagsterInstance, run_id: str, outcome: StageOutcome) -
         key = m.asset_key.to_user_string()
         outcome.materialized[key] = outcome.materialized.get(key, 0) + 1
         outcome.figures[key] = {k: v.value for k, v in m.metadata.items()
-                                if isinstance(v.value, (int, float)) and not isinstance(v.value, bool)}
+                                if k == "cache" or isinstance(v.value, (int, float)) and not isinstance(v.value, bool)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""Full-scale selection, audits and seal validation on a synthetic bank (SPEC "Scale").
+"""Full-scale selection, audits and seal validation on a synthetic bank (docs/PROTOCOL.md §15).
 
 Writes a synthetic `full`-profile store (360 train tasks x 64 traces, ~98.5% eligible, thought
 lengths log-normal around 4,700 tokens, token ids and multi-line thoughts of that length,

@@ -1,16 +1,29 @@
--- Per arm x family x level: tasks and rows against the train tasks the catalog holds in that cell.
--- Every arm but success_rft must hold every task of the cell with exactly two rows.
+-- Per arm x family x level (every cell of the catalog's train split, also cells an arm left empty):
+-- tasks and rows against the cell's train tasks; `balanced` = every task present with exactly two rows.
+-- status: 'balanced', 'UNBALANCED' (a violation), or 'exempt (success_rft)' for a success_rft cell
+-- that is not balanced: that arm's support is whatever R1 successes exist, repeats fill its rows.
 with cell_tasks as (
     select family, level, count(*) as catalog_tasks
     from task_catalog
     where split = 'train'
     group by family, level
+),
+arm_cells as (
+    select family, level, arm, count(distinct task_id) as tasks, count(*) as rows
+    from sft_rows
+    group by family, level, arm
+),
+grid as (
+    select a.arm, c.family, c.level, c.catalog_tasks,
+           coalesce(x.tasks, 0) as tasks, coalesce(x.rows, 0) as rows
+    from (select distinct arm from sft_rows) a
+    cross join cell_tasks c
+    left join arm_cells x on x.arm = a.arm and x.family = c.family and x.level = c.level
 )
-select r.arm, r.family, r.level, c.catalog_tasks,
-       count(distinct r.task_id) as tasks, count(*) as rows,
-       r.arm = 'success_rft'
-           or (count(distinct r.task_id) = c.catalog_tasks and count(*) = 2 * c.catalog_tasks) as balanced
-from sft_rows r
-join cell_tasks c on c.family = r.family and c.level = r.level
-group by r.arm, r.family, r.level, c.catalog_tasks
-order by r.arm, r.family, r.level
+select arm, family, level, catalog_tasks, tasks, rows,
+       tasks = catalog_tasks and rows = 2 * catalog_tasks as balanced,
+       case when tasks = catalog_tasks and rows = 2 * catalog_tasks then 'balanced'
+            when arm = 'success_rft' then 'exempt (success_rft)'
+            else 'UNBALANCED' end as status
+from grid
+order by arm, family, level

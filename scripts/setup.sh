@@ -5,11 +5,15 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
+step() { echo "setup: $* ($(date +%H:%M:%S))"; }
 pip_quiet() {  # pip's own exit status survives; only the local-index location warnings are dropped
   .venv/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
-[ -x .venv/bin/python ] || python3 -m venv .venv
+if [ -x .venv/bin/python ]; then step "reusing .venv"; else step "creating .venv"; python3 -m venv .venv; fi
+step "upgrading pip"
 pip_quiet install -q --upgrade pip
+step "installing the CPU build torch==2.13.0 (first run: about a minute)"
 pip_quiet install -q torch==2.13.0
-pip_quiet install -q -e ".${extras:+[$extras]}"
+step "installing apsft${extras:+[$extras]} in editable mode with dagster, transformers, peft, polars, duckdb"
+PYTHONWARNINGS=ignore pip_quiet install -q -e ".${extras:+[$extras]}"  # setuptools warns about editable layouts
 echo "setup: .venv ready ($(.venv/bin/python -c 'import torch, dagster; print("torch", torch.__version__, "dagster", dagster.__version__)'))"

@@ -8,11 +8,29 @@ import polars as pl
 import pytest
 
 from apsft_dagster.cli import main
-from apsft_dagster.core.audits import DATABASE, discover, load_audit, referenced_tables, run_audit
-from apsft_dagster.core.bank import TRACE_BANK, shard_name
+from apsft_dagster.core.audits import AUDIT_DIR, discover, load_audit, referenced_tables, run_audit
 from apsft_dagster.core.errors import AuditError
+from apsft_dagster.core.layout import AUDIT_DATABASE, TASK_CATALOG, TRACE_BANK, arm_rows, shard_file
 from apsft_dagster.core.selection import ARMS
-from apsft_dagster.core.sft_arms import rows_file
+from apsft_dagster.core.store import Store
+
+EXEMPT = "exempt (success_rft)"
+
+
+def expected_cell_balance(catalog: pl.DataFrame, rows: pl.DataFrame) -> pl.DataFrame:
+    """arm_cell_balance recomputed in Polars: every arm x train cell, empty cells included."""
+    cells = catalog.filter(pl.col("split") == "train").group_by("family", "level").agg(pl.len().alias("catalog_tasks"))
+    counts = rows.group_by("arm", "family", "level").agg(pl.col("task_id").n_unique().alias("tasks"),
+                                                        pl.len().alias("rows"))
+    grid = (rows.select("arm").unique().join(cells, how="cross")
+            .join(counts, on=["arm", "family", "level"], how="left")
+            .with_columns(pl.col("tasks", "rows").fill_null(0)))
+    full = (pl.col("tasks") == pl.col("catalog_tasks")) & (pl.col("rows") == 2 * pl.col("catalog_tasks"))
+    status = (pl.when(full).then(pl.lit("balanced"))
+              .when(pl.col("arm") == "success_rft").then(pl.lit(EXEMPT)).otherwise(pl.lit("UNBALANCED")))
+    return (grid.with_columns(full.alias("balanced"), status.alias("status"))
+            .select("arm", "family", "level", "catalog_tasks", "tasks", "rows", "balanced", "status")
+            .sort("arm", "family", "level"))
 
 
 def test_tables_come_from_the_parser_without_ctes():
@@ -54,17 +72,53 @@ def test_asset_dependencies_follow_the_sql():
 @pytest.fixture(scope="module")
 def audited(smoke_run):
     _, store = smoke_run
-    rows = pl.concat([store.get_parquet(rows_file(a)) for a in ARMS], how="diagonal_relaxed")
+    rows = pl.concat([store.get_parquet(arm_rows(a)) for a in ARMS], how="diagonal_relaxed")
     return store, {a.name: run_audit(a, store) for a in discover()}, rows
 
 
-def test_mode_counts_and_cell_balance_match_polars(audited):
+def test_mode_counts_match_polars(audited):
     _, results, rows = audited
     expected = rows.group_by("arm", "mode").len("rows").sort("arm", "mode")
     assert results["selection_mode_counts"].rows() == expected.rows()
+
+
+def test_cell_balance_reports_short_success_cells_as_exempt_not_balanced(audited):
+    store, results, rows = audited
     balance = results["arm_cell_balance"]
-    assert balance.filter(pl.col("arm") != "success_rft").height == (len(ARMS) - 1) * 9
-    assert balance["balanced"].all()
+    expected = expected_cell_balance(store.get_parquet(TASK_CATALOG), rows)
+    assert balance.columns == expected.columns
+    assert balance.rows() == expected.rows()
+    assert balance.height == len(ARMS) * 9  # every arm x every train cell, empty ones included
+    assert (balance.filter(pl.col("arm") != "success_rft")["status"] == "balanced").all()
+    success = balance.filter(pl.col("arm") == "success_rft")
+    short = success.filter((pl.col("tasks") < pl.col("catalog_tasks")) | (pl.col("rows") != 2 * pl.col("catalog_tasks")))
+    assert not short["balanced"].any() and (short["status"] == EXEMPT).all()
+
+
+def test_cell_balance_on_a_constructed_store(tmp_path):
+    """Short success_rft cells (one partly filled, one empty) are exempt; a short other arm is UNBALANCED."""
+    catalog = pl.DataFrame({"task_id": ["c1a", "c1b", "c2a", "c2b", "e1"], "split": ["train"] * 4 + ["core_iid"],
+                            "family": ["caravan"] * 5, "level": [1, 1, 2, 2, 1]})
+    catalog.write_parquet(tmp_path / "task_catalog.parquet")
+    (tmp_path / "sft_arms").mkdir()
+    arms = {"answer_potential": ["c1a", "c1a", "c1b", "c1b", "c2a", "c2a"],  # cell 2 misses c2b
+            "shortest_natural": ["c1a", "c1a", "c1b", "c1b", "c2a", "c2a", "c2b", "c2b"],
+            "success_rft": ["c1a"] * 4}  # two rows per cell task by count, but one task; cell 2 empty
+    for arm, tasks in arms.items():
+        level = [int(t[1]) for t in tasks]
+        pl.DataFrame({"arm": arm, "task_id": tasks, "family": "caravan", "level": level}).write_parquet(
+            tmp_path / "sft_arms" / f"{arm}.rows.parquet")
+    store = Store(tmp_path)
+    got = run_audit(load_audit(AUDIT_DIR / "arm_cell_balance.sql"), store)
+    rows = pl.concat([pl.read_parquet(p) for p in sorted((tmp_path / "sft_arms").glob("*.parquet"))])
+    assert got.rows() == expected_cell_balance(catalog, rows).rows()
+    status = {(a, lv): (t, n, b, s) for a, _, lv, _, t, n, b, s in got.iter_rows()}
+    assert status == {("answer_potential", 1): (2, 4, True, "balanced"),
+                      ("answer_potential", 2): (1, 2, False, "UNBALANCED"),
+                      ("shortest_natural", 1): (2, 4, True, "balanced"),
+                      ("shortest_natural", 2): (2, 4, True, "balanced"),
+                      ("success_rft", 1): (1, 4, False, EXEMPT),
+                      ("success_rft", 2): (0, 0, False, EXEMPT)}
 
 
 def test_fallback_gaps_use_the_order_statistic(audited):
@@ -82,7 +136,7 @@ def test_fallback_gaps_use_the_order_statistic(audited):
 def test_funnel_support_dose_and_parity_match_the_artifacts(audited):
     store, results, rows = audited
     tasks = sorted(store.get_json(f"{TRACE_BANK}/index.json")["tasks"])
-    bank = pl.concat([store.get_parquet(shard_name(TRACE_BANK, t)) for t in tasks])
+    bank = pl.concat([store.get_parquet(shard_file(TRACE_BANK, t)) for t in tasks])
     funnel = results["harvest_funnel"]
     assert funnel["traces"].sum() == bank.height and funnel["eligible"].sum() == bank["eligible"].sum()
     assert funnel["continuations"].sum() == bank["continued"].sum() and funnel["closes"].sum() == bank["closed"].sum()
@@ -90,7 +144,7 @@ def test_funnel_support_dose_and_parity_match_the_artifacts(audited):
     support = results["success_support"].row(0, named=True)
     assert support["unique_sources"] == success["source_trace_id"].n_unique()
     assert support["repeat_rows"] == success.filter(pl.col("mode") == "repeat").height
-    labels = pl.concat([store.get_parquet(shard_name("r1_labels", t)) for t in tasks])
+    labels = pl.concat([store.get_parquet(shard_file("r1_labels", t)) for t in tasks])
     assert support["successful_traces_in_bank"] == labels["success"].sum()
     manifest = {e["arm"]: e for e in store.get_json("sft_manifest.json")["arms"]}
     for arm, n, thought, forward, *_ in results["arm_dose"].iter_rows():
@@ -104,7 +158,7 @@ def test_cli_prints_an_audit_and_keeps_it_in_duckdb(audited, capsys):
     assert main(["audit", "selection_mode_counts", "--store", str(store.root)]) == 0
     out = capsys.readouterr().out
     assert "== selection_mode_counts" in out and "answer_potential" in out
-    con = duckdb.connect(str(store.path(DATABASE)), read_only=True)
+    con = duckdb.connect(str(store.path(AUDIT_DATABASE)), read_only=True)
     stored = con.execute("select * from selection_mode_counts order by arm, mode").fetchall()
     con.close()
     assert stored == results["selection_mode_counts"].rows()

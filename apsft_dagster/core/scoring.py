@@ -1,4 +1,4 @@
-"""Teacher-forced scoring of the canonical answer under a thought (SPEC "Scoring").
+"""Teacher-forced scoring of the canonical answer under a thought (docs/PROTOCOL.md §6).
 
 For prompt x, thought z, boundary b and canonical answer y*, one forward pass over x + z + b + y*
 gives both

@@ -1,4 +1,4 @@
-"""The evidence seal (SPEC "Evidence seal"): validate the whole bank, then bind what selection uses.
+"""The evidence seal (docs/PROTOCOL.md §8): validate the whole bank, then bind what selection uses.
 
 `validate_bank` re-reads every raw, score and R1 shard once (read-only): SHA-256 against both
 its receipt and its bank index, task scope (the index covers exactly the train tasks, every row

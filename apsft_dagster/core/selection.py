@@ -1,4 +1,4 @@
-"""The six SFT arms, two rows per retained task (SPEC "Selection").
+"""The six SFT arms, two rows per retained task (docs/PROTOCOL.md §9).
 
 Public API: `select_arms(candidates, *, seed, top_k=12, band=0.25)`.
 

@@ -1,4 +1,4 @@
-"""The six SFT datasets (SPEC "Selection": output per arm) and their manifest.
+"""The six SFT datasets (docs/PROTOCOL.md §9: output per arm) and their manifest.
 
 A training record is the target task's prompt, the source trace's thought, the boundary and the
 target task's canonical answer (`format_record`): for every arm but potential_shuffle target and

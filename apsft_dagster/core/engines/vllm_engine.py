@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from apsft_dagster.core.config import Sampling
 from apsft_dagster.core.engines.base import Completion, GenerationRequest
+from apsft_dagster.core.engines.lifetime import free_memory
 
 
 class VllmEngine:
@@ -80,7 +81,4 @@ def release_vllm_memory(owned: bool) -> None:
             pass
         else:
             cleanup_dist_env_and_memory()
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    free_memory()
