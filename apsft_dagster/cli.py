@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from apsft_dagster.runner import run_stages, select_stages
 
     try:
-        stages = select_stages(args.start)
+        stages = select_stages(args.start, args.stop)
         keys = _partition_keys(args.partitions, {s.job for s in stages})
     except ValueError as exc:
         print(f"apsft: {exc}", file=sys.stderr)
@@ -225,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         if name == "run":
             p.add_argument("--from", dest="start", metavar="STAGE",
                            help="start at this stage job (earlier stages' artifacts must exist)")
+            p.add_argument("--to", dest="stop", metavar="STAGE", help="stop after this stage job")
             p.add_argument("--partitions", action="append", metavar="JOB=KEY[,KEY...]",
                            help="run only these partitions of a partitioned stage (repeatable)")
             p.add_argument("--verbose", action="store_true", help="show Dagster's own log (debug level)")

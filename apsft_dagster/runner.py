@@ -58,11 +58,16 @@ def key_ranges(keys: Sequence[str], all_keys: Sequence[str]) -> list[list[str]]:
     return ranges
 
 
-def select_stages(start: str | None = None, stages: Sequence[Stage] = STAGES) -> list[Stage]:
+def select_stages(start: str | None = None, stop: str | None = None, stages: Sequence[Stage] = STAGES) -> list[Stage]:
+    """The stages from `start` through `stop` (both inclusive; default: all)."""
     names = [s.job for s in stages]
-    if start is not None and start not in names:
-        raise ValueError(f"--from {start!r}: no such stage; stages are {', '.join(names)}")
-    return list(stages[names.index(start) if start else 0:])
+    for flag, name in (("--from", start), ("--to", stop)):
+        if name is not None and name not in names:
+            raise ValueError(f"{flag} {name!r}: no such stage; stages are {', '.join(names)}")
+    first, last = names.index(start) if start else 0, names.index(stop) if stop else len(names) - 1
+    if first > last:
+        raise ValueError(f"--from {start} comes after --to {stop}")
+    return list(stages[first:last + 1])
 
 
 def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Sequence[Stage] = STAGES, *,

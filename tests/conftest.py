@@ -9,12 +9,13 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests import their own helpers
 
 def pytest_configure(config):
     """One embedded-model cache for every test and child process, even those that move the state
-    folder: the project's default cache, unless the caller chose one."""
+    folder: the machine's user cache (`$XDG_CACHE_HOME/apsft/model_cache`), so a fresh clone on a
+    machine that built the model before reuses it, unless the caller chose a cache. Entries are
+    content-addressed and verified, and the build itself keeps its determinism test."""
     import os
 
-    from apsft_dagster.core.config import PROJECT_ROOT
-
-    os.environ.setdefault("APSFT_MODEL_CACHE", str(PROJECT_ROOT / ".apsft" / "model_cache"))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    os.environ.setdefault("APSFT_MODEL_CACHE", os.path.join(base, "apsft", "model_cache"))
 
 
 def variant_config(tmp_path, edit, base: str = "smoke") -> Path:

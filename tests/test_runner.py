@@ -31,6 +31,10 @@ def test_select_stages_starts_at_a_stage_and_names_the_known_ones():
     assert [s.job for s in select_stages("evidence_seal_job")] == [s.job for s in STAGES[7:]]
     with pytest.raises(ValueError, match="no such stage; stages are tasks_and_model_job, trace_bank_job"):
         select_stages("nope")
+    assert [s.job for s in select_stages("score_bank_job", "r1_labels_job")] == [
+        "score_bank_job", "score_bank_index_job", "r1_labels_job"]
+    with pytest.raises(ValueError, match="comes after --to"):
+        select_stages("r1_labels_job", "score_bank_job")
 
 
 def test_a_stage_runs_only_the_selected_partitions(smoke_run, tmp_path):

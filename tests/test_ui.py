@@ -1,5 +1,6 @@
 """`apsft ui` serves the Dagster UI on 127.0.0.1 with a project-local DAGSTER_HOME."""
 
+import json
 import os
 import signal
 import socket
@@ -8,7 +9,13 @@ import sys
 import time
 import urllib.request
 
+import pytest
+
 from apsft_dagster.core.config import PROJECT_ROOT
+
+JOB_RUNS = """{ pipelineOrError(params: {pipelineName: "tasks_and_model_job", repositoryName: "__repository__",
+  repositoryLocationName: "apsft_dagster.definitions"}) { ... on Pipeline { runs { runId } } ... on PythonError { message } } }"""
+TIMELINE = """{ runsOrError { ... on Runs { results { runId repositoryOrigin { repositoryLocationName } } } } }"""
 
 
 def _free_port() -> int:
@@ -25,10 +32,21 @@ def _alive(port: int) -> list[int]:
     return [int(pid) for pid, pgid, _ in table if int(pgid) in groups]
 
 
-def test_ui_serves_on_loopback_and_stops_every_process(tmp_path):
+def _graphql(port: int, query: str) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(request, timeout=10).read())["data"]
+
+
+@pytest.mark.slow
+def test_ui_serves_on_loopback_shows_headless_runs_under_their_job_and_stops_every_process(tmp_path):
     port = _free_port()
-    env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path)}
-    env.pop("DAGSTER_HOME", None)
+    env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path), "APSFT_STORE_DIR": str(tmp_path / "store")}
+    for name in ("DAGSTER_HOME", "APSFT_CONFIG", "APSFT_PROFILE"):
+        env.pop(name, None)
+    headless = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--to", "tasks_and_model_job"],
+                              cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
+    assert headless.returncode == 0, headless.stdout + headless.stderr
     proc = subprocess.Popen([sys.executable, "-m", "apsft_dagster.cli", "ui", "--port", str(port)], cwd=PROJECT_ROOT,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -39,6 +57,16 @@ def test_ui_serves_on_loopback_and_stops_every_process(tmp_path):
             except OSError:
                 time.sleep(1)
         assert body is not None and b"dagster_webserver_version" in body
+        runs, deadline = None, time.monotonic() + 60
+        while runs is None and time.monotonic() < deadline:  # the code location loads after the server starts
+            found = _graphql(port, JOB_RUNS)["pipelineOrError"] or {}
+            if "runs" in found:
+                runs = found["runs"]
+            else:
+                time.sleep(1)
+        assert runs is not None and len(runs) == 1  # the Jobs page lists the headless run under its job
+        timeline = _graphql(port, TIMELINE)["runsOrError"]["results"]
+        assert [r["repositoryOrigin"]["repositoryLocationName"] for r in timeline] == ["apsft_dagster.definitions"]
         settings = tmp_path / "dagster_home" / "dagster.yaml"
         assert "enabled: false" in settings.read_text()  # telemetry off
         assert _alive(port)
