@@ -143,3 +143,21 @@ def test_generation_resource_keeps_one_engine_and_releases_the_other(tmp_path):
     assert dg.materialize([switches], resources=resources).success
     gc.collect()
     assert seen[1]() is None, "teardown must release the last engine"
+
+
+def test_scoring_instruments_are_built_once_per_run(smoke_run):
+    from apsft_dagster.resources import ScoringResource
+
+    _, store = smoke_run
+    experiment = ExperimentResource(profile="smoke", store_dir=str(store.root))
+    built = []
+
+    @dg.asset
+    def scores_twice(scorer: ScoringResource) -> None:
+        for name in ("reference", "fast", "reference", "fast"):
+            built.append(scorer.instrument(name))
+
+    assert dg.materialize([scores_twice], resources={"experiment": experiment,
+                                                     "scorer": ScoringResource(experiment=experiment)}).success
+    assert built[0] is built[2] and built[1] is built[3] and built[0] is not built[1]
+    assert built[0].model is built[1].model  # one model behind both Transformers instruments

@@ -63,6 +63,14 @@ def test_an_edited_amendment_breaks_the_chain(tmp_path):
         amendments.record_amendment(Store(tmp_path / "other"), "x", date="30/11/2026")
 
 
+def test_a_sealed_store_copied_elsewhere_still_verifies(smoke_run, tmp_path):
+    _, store = smoke_run
+    moved = Store(tmp_path / "another" / "place")
+    shutil.copytree(store.root, moved.root)
+    assert verify_seal(moved, load_config("smoke")) == json.loads(store.get_bytes(EVIDENCE_SEAL))
+    assert str(store.root) not in moved.get_bytes(EVIDENCE_SEAL).decode()  # nothing in it names a location
+
+
 def test_smoke_seal_binds_banks_config_model_and_code(smoke_run):
     results, store = smoke_run
     assert results["evidence_seal"].success
