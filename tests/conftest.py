@@ -90,3 +90,23 @@ def smoke_run(tmp_path_factory):
         for asset in stage.assets:
             results.setdefault(asset.key.to_user_string(), StageRuns(instance, outcome, asset.key.to_user_string()))
     return results, Store(store_dir)
+
+
+@pytest.fixture(scope="session")
+def cli_run(tmp_path_factory):
+    """README command 1's `apsft run` in a fresh interpreter, with its own state folder (instance)
+    and store; the embedded model comes from the cache. Returns (process, store, state folder)."""
+    import os
+    import subprocess
+
+    from apsft_dagster.core.config import PROJECT_ROOT
+    from apsft_dagster.core.store import Store
+
+    state, store_dir = tmp_path_factory.mktemp("cli_state"), tmp_path_factory.mktemp("cli_store")
+    env = {**os.environ, "APSFT_STATE_DIR": str(state)}
+    for name in ("APSFT_CONFIG", "APSFT_PROFILE", "APSFT_STORE_DIR", "DAGSTER_HOME"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--store", str(store_dir)],
+                          capture_output=True, text=True, env=env, cwd=PROJECT_ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return proc, Store(store_dir), state

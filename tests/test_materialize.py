@@ -1,15 +1,11 @@
 """Materialize task_catalog and base_model (smoke) in-process and in a fresh process; compare bytes."""
 
 import json
-import os
-import subprocess
-import sys
 
 import dagster as dg
 import pytest
 
 from apsft_dagster.assets.base_model import base_model
-from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.layout import BASE_MODEL_REPORT as REPORT
 from apsft_dagster.core.layout import TASK_CATALOG
 from apsft_dagster.core.model_dir import inspect_model_dir
@@ -24,16 +20,9 @@ def in_process(smoke_run):
 
 
 @pytest.fixture(scope="module")
-def fresh_process(tmp_path_factory):
-    """README command 1's `apsft run` in a fresh interpreter (the embedded model from the cache)."""
-    store_dir = tmp_path_factory.mktemp("store_fresh")
-    env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path_factory.mktemp("state"))}
-    for name in ("APSFT_CONFIG", "DAGSTER_HOME"):
-        env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--profile", "smoke", "--store", str(store_dir)],
-                          capture_output=True, text=True, env=env, cwd=PROJECT_ROOT)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc, Store(store_dir)
+def fresh_process(cli_run):
+    proc, store, _ = cli_run
+    return proc, store
 
 
 def test_catalog_checks_pass_and_metadata_is_reported(in_process):

@@ -103,8 +103,7 @@ def test_killed_harvest_resumes_to_a_byte_identical_bank(smoke_run, tmp_path):
     proc.wait()
     done = len(list(shards.glob("*.receipt.json")))
     assert kept + 2 <= done < len(KEYS), "the kill must land mid-harvest"
-    subprocess.run([sys.executable, "-c", HARVEST, str(store.root)], cwd=PROJECT_ROOT, env=env, check=True,
-                   capture_output=True)
+    dg.materialize([trace_bank], resources=smoke_resources(store.root), tags=single_run_tags(KEYS))  # the resume
     assert _bank_files(store) == _bank_files(reference)
     assert not [p for p in shards.iterdir() if ".tmp-" in p.name]  # no partial shard left behind
 

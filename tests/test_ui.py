@@ -12,6 +12,7 @@ import urllib.request
 import pytest
 
 from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.stages import STAGES
 
 JOB_RUNS = """{ pipelineOrError(params: {pipelineName: "tasks_and_model_job", repositoryName: "__repository__",
   repositoryLocationName: "apsft_dagster.definitions"}) { ... on Pipeline { runs { runId } } ... on PythonError { message } } }"""
@@ -39,14 +40,13 @@ def _graphql(port: int, query: str) -> dict:
 
 
 @pytest.mark.slow
-def test_ui_serves_on_loopback_shows_headless_runs_under_their_job_and_stops_every_process(tmp_path):
+def test_ui_serves_on_loopback_shows_headless_runs_under_their_job_and_stops_every_process(cli_run):
+    """The UI over the instance of a headless `apsft run` (the session's `cli_run`)."""
+    _, _, state = cli_run
     port = _free_port()
-    env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path), "APSFT_STORE_DIR": str(tmp_path / "store")}
+    env = {**os.environ, "APSFT_STATE_DIR": str(state)}
     for name in ("DAGSTER_HOME", "APSFT_CONFIG", "APSFT_PROFILE"):
         env.pop(name, None)
-    headless = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--to", "tasks_and_model_job"],
-                              cwd=PROJECT_ROOT, env=env, capture_output=True, text=True)
-    assert headless.returncode == 0, headless.stdout + headless.stderr
     proc = subprocess.Popen([sys.executable, "-m", "apsft_dagster.cli", "ui", "--port", str(port)], cwd=PROJECT_ROOT,
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
@@ -66,8 +66,8 @@ def test_ui_serves_on_loopback_shows_headless_runs_under_their_job_and_stops_eve
                 time.sleep(1)
         assert runs is not None and len(runs) == 1  # the Jobs page lists the headless run under its job
         timeline = _graphql(port, TIMELINE)["runsOrError"]["results"]
-        assert [r["repositoryOrigin"]["repositoryLocationName"] for r in timeline] == ["apsft_dagster.definitions"]
-        settings = tmp_path / "dagster_home" / "dagster.yaml"
+        assert [r["repositoryOrigin"]["repositoryLocationName"] for r in timeline] == ["apsft_dagster.definitions"] * len(STAGES)
+        settings = state / "dagster_home" / "dagster.yaml"
         assert "enabled: false" in settings.read_text()  # telemetry off
         assert _alive(port)
         proc.send_signal(signal.SIGTERM)  # to `apsft ui` alone, as a service manager would
