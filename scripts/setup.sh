@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set up .venv: the CPU torch pin first (pip finds it on this machine's disk; an unpinned torch
 # would pull a multi-GB CUDA build), then the package in editable mode with the given extras.
-# Idempotent: rerunning only checks what is installed.   Usage: scripts/setup.sh [extras]
+# Idempotent: a stamp of what was installed (pyproject.toml, extras, this script) lets a rerun
+# skip pip entirely when nothing changed.   Usage: scripts/setup.sh [extras]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
@@ -9,6 +10,13 @@ step() { echo "setup: $* ($(date +%H:%M:%S))"; }
 pip_quiet() {  # pip's own exit status survives; only the local-index location warnings are dropped
   .venv/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
+stamp_file=".venv/.apsft-setup${extras:+-$extras}"
+stamp="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+if [ -x .venv/bin/python ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ] \
+   && .venv/bin/python -c "import apsft_dagster, torch, dagster" 2>/dev/null; then
+  step ".venv is up to date (pyproject.toml and extras '${extras}' unchanged since it was installed)"
+  exit 0
+fi
 if [ -x .venv/bin/python ]; then step "reusing .venv"; else step "creating .venv"; python3 -m venv .venv; fi
 step "upgrading pip"
 pip_quiet install -q --upgrade pip
@@ -16,4 +24,5 @@ step "installing the CPU build torch==2.13.0 (first run: about a minute)"
 pip_quiet install -q torch==2.13.0
 step "installing apsft${extras:+[$extras]} in editable mode with dagster, transformers, peft, polars, duckdb"
 PYTHONWARNINGS=ignore pip_quiet install -q -e ".${extras:+[$extras]}"  # setuptools warns about editable layouts
+echo "$stamp" > "$stamp_file"
 echo "setup: .venv ready ($(.venv/bin/python -c 'import torch, dagster; print("torch", torch.__version__, "dagster", dagster.__version__)'))"
