@@ -3,6 +3,8 @@
 import re
 import subprocess
 
+import pytest
+
 from apsft_dagster.core.config import PROJECT_ROOT
 
 
@@ -28,3 +30,15 @@ def test_readme_links_the_protocol_and_it_covers_every_stage():
     for stage in ("Harvest", "Scoring and the parity gate", "R1 labels", "Evidence seal", "Selection: six arms",
                   "Training", "Merge and deployment probe", "Stage A evaluation", "Stage B"):
         assert re.search(rf"^## \d+\. {re.escape(stage)}", protocol, re.M), stage
+
+
+@pytest.mark.slow
+def test_setup_says_what_it_does_and_is_idempotent():
+    """Rerun in this checkout: every line it prints is a `setup:` step, and it ends ready or up to date."""
+    proc = subprocess.run(["bash", "scripts/setup.sh", "test"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines and all(line.startswith("setup: ") for line in lines), lines
+    assert "up to date" in lines[-1] or "ready" in lines[-1]
+    again = subprocess.run(["bash", "scripts/setup.sh", "test"], cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert again.stdout.strip().splitlines() and "is up to date" in again.stdout  # the stamp skips pip
