@@ -1,0 +1,60 @@
+"""toolcall-syntax: every call must name a declared function with JSON-object arguments that
+satisfy that function's `parameters` schema, as an OpenAI-style runtime would require.
+
+The declared tools belong to the row (written by the data producer), so a broken declaration is
+a malformed row and raises; what sits inside a call was written by the model and is only flagged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from jsonschema import Draft202012Validator, SchemaError, validators
+
+from apsft_dagster.core.loss_mask.terminus import STRICT_JSON
+
+# OpenAI treats a function without `parameters` as one that takes an empty object.
+_NO_PARAMETERS: dict = {"type": "object"}
+
+
+def tool_validators(
+    tools: object, fail: Callable[[str, str], Exception]
+) -> dict[str, Draft202012Validator]:
+    """Function name -> validator of its arguments; `fail(field, problem)` builds the row error."""
+    if not isinstance(tools, list):
+        raise fail("tools", "must be a list of function specs")
+    by_name: dict[str, Draft202012Validator] = {}
+    for i, spec in enumerate(tools):
+        function = spec.get("function") if isinstance(spec, dict) else None
+        name = function.get("name") if isinstance(function, dict) else None
+        if not isinstance(name, str) or not name:
+            raise fail(f"tools[{i}].function.name", "must be a non-empty string")
+        if name in by_name:
+            raise fail(f"tools[{i}].function.name", f"declares {name!r} twice")
+        schema = function.get("parameters", _NO_PARAMETERS)
+        # Honour a declared "$schema"; default to Draft 2020-12 like the action schema.
+        cls = validators.validator_for(schema, default=Draft202012Validator)
+        try:
+            cls.check_schema(schema)
+        except SchemaError as err:
+            raise fail(f"tools[{i}].function.parameters", f"is not a valid JSON Schema: {err.message}")
+        by_name[name] = cls(schema)
+    return by_name
+
+
+def call_is_valid(call: dict, by_name: dict[str, Draft202012Validator]) -> bool:
+    function = call.get("function")
+    if not isinstance(function, dict):
+        return False
+    name, arguments = function.get("name"), function.get("arguments")
+    if not isinstance(name, str) or name not in by_name or not isinstance(arguments, str):
+        return False
+    try:
+        decoded = STRICT_JSON.decode(arguments)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(decoded, dict) and by_name[name].is_valid(decoded)
+
+
+def has_bad_call(tool_calls: list[dict], by_name: dict[str, Draft202012Validator]) -> bool:
+    return not all(call_is_valid(call, by_name) for call in tool_calls)
