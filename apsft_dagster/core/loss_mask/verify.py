@@ -1,0 +1,77 @@
+"""The verification: reads base, output and flags back from disk and proves the build did only
+what the flags say. Written apart from the build, so a bug in one is not repeated in the other.
+
+Checks, row by row in lockstep: the same row ids in the same order; the base carries no mask of
+its own; the output row equals its input row once the mask keys are removed; every mask sits on
+an assistant message listed in the flags with the recorded content digest, and every flag is
+used; a false-claim mask sits on the row's last assistant message of a trusted failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+from pathlib import Path
+
+from apsft_dagster.core.loss_mask.rules import LossMaskError
+
+MASK_KEY = "step_loss_mask"
+
+
+class VerifyError(LossMaskError):
+    """The built file differs from what the flags and the base allow (names the row)."""
+
+
+def _rows(path: Path):
+    with open(path, "rb") as handle:
+        for line in handle:
+            if line.strip():
+                yield json.loads(line)
+
+
+def _strip(row: dict) -> dict:
+    return {**row, "messages": [{k: v for k, v in m.items() if k != MASK_KEY} for m in row["messages"]]}
+
+
+def _trusted_failure(verifier: dict, known_broken: frozenset[str]) -> bool:
+    reward = verifier.get("reward")
+    return (verifier.get("passed") is False and isinstance(reward, (int, float)) and not isinstance(reward, bool)
+            and verifier.get("infra_exception") is False and verifier.get("family") not in known_broken)
+
+
+def verify(base: Path, output: Path, flags: Path, *, known_broken_families: frozenset[str] = frozenset()) -> dict:
+    """Every check above; raises VerifyError naming the first row that fails, else the counts."""
+    listed: dict[tuple[str, int], dict] = {}
+    for flag in _rows(flags):
+        listed[(flag["row_id"], flag["message_index"])] = flag
+    used, rows = 0, 0
+    for before, after in itertools.zip_longest(_rows(base), _rows(output)):
+        if before is None or after is None:
+            missing = "output" if after is None else "base"
+            raise VerifyError(f"row {(before or after)['row_id']!r}: no counterpart in the {missing} (row counts differ)")
+        rid = before["row_id"]
+        if after.get("row_id") != rid:
+            raise VerifyError(f"row {rid!r}: the output has {after.get('row_id')!r} at this position")
+        if any(MASK_KEY in m for m in before["messages"]):
+            raise VerifyError(f"row {rid!r}: the base already carries {MASK_KEY}")
+        if _strip(after) != before:
+            raise VerifyError(f"row {rid!r}: differs from its input beyond {MASK_KEY}")
+        assistants = [i for i, m in enumerate(after["messages"]) if m.get("role") == "assistant"]
+        for i, message in enumerate(after["messages"]):
+            if MASK_KEY not in message:
+                continue
+            flag = listed.get((rid, i))
+            if message.get("role") != "assistant" or flag is None or message[MASK_KEY] != 0:
+                raise VerifyError(f"row {rid!r}: message {i} ({message.get('role')}) is masked without a flag")
+            digest = hashlib.sha256(json.dumps(message.get("content"), ensure_ascii=False).encode()).hexdigest()
+            if digest != flag["content_sha256"]:
+                raise VerifyError(f"row {rid!r}: message {i} content does not match its flag's digest")
+            if "false-claim" in flag["reasons"] and (i != assistants[-1] or not _trusted_failure(
+                    before.get("verifier", {}), known_broken_families)):
+                raise VerifyError(f"row {rid!r}: message {i} masked as false-claim where the rule does not allow it")
+            used += 1
+        rows += 1
+    if used != len(listed):
+        raise VerifyError(f"{len(listed) - used} flags name turns the output does not mask")
+    return {"rows": rows, "masked_turns": used}

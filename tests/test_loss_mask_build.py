@@ -1,0 +1,70 @@
+"""Build and verify: exactly the flagged turns masked, untouched rows byte-for-byte, mutations caught."""
+
+import io
+import json
+
+import pytest
+
+from apsft_dagster.core.loss_mask.build import build
+from apsft_dagster.core.loss_mask.census import census
+from apsft_dagster.core.loss_mask.dataset import planted_rows
+from apsft_dagster.core.loss_mask.verify import VerifyError, verify
+
+
+@pytest.fixture
+def built(tmp_path):
+    pairs = list(planted_rows(400, seed=9))
+    base = tmp_path / "base.jsonl"
+    base.write_bytes(b"".join(json.dumps(row).encode() + b"\n" for row, _ in pairs))
+    counted = census(base.read_bytes().splitlines(keepends=True))["total"]["reasons"]
+    out, flags = io.BytesIO(), io.BytesIO()
+    report = build(base.read_bytes().splitlines(keepends=True), out, flags, expected_reasons=counted)
+    (tmp_path / "out.jsonl").write_bytes(out.getvalue())
+    (tmp_path / "flags.jsonl").write_bytes(flags.getvalue())
+    return pairs, base, tmp_path / "out.jsonl", tmp_path / "flags.jsonl", report
+
+
+def test_build_masks_the_planted_turns_only_and_verifies(built):
+    pairs, base, out, flags, report = built
+    outputs = out.read_bytes().splitlines(keepends=True)
+    inputs = base.read_bytes().splitlines(keepends=True)
+    assert len(outputs) == len(inputs) == report["rows"] == 400
+    for (row, truth), line_in, line_out in zip(pairs, inputs, outputs):
+        if not truth.flags:
+            assert line_out == line_in  # an untouched row keeps its original bytes
+        masked = {i for i, m in enumerate(json.loads(line_out)["messages"]) if m.get("step_loss_mask") == 0}
+        assert masked == set(truth.flags), row["row_id"]
+    assert report["masked_turns"] == sum(len(t.flags) for _, t in pairs)
+    assert verify(base, out, flags) == {"rows": 400, "masked_turns": report["masked_turns"]}
+
+
+def test_build_refuses_counts_that_differ_from_the_census(built):
+    _, base, *_ = built
+    with pytest.raises(Exception, match="the census counted"):
+        build(base.read_bytes().splitlines(keepends=True), io.BytesIO(), io.BytesIO(), expected_reasons={"stall": 1})
+
+
+def _rewrite(path, edit):
+    rows = [json.loads(line) for line in path.read_bytes().splitlines()]
+    rows = edit(rows)
+    path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows))
+
+
+def test_verify_catches_a_changed_field_a_dropped_row_and_a_mask_on_a_user_turn(built):
+    pairs, base, out, flags, _ = built
+    target = next(row["row_id"] for row, t in pairs if not t.flags)
+    original = out.read_bytes()
+
+    def change(rows):
+        next(r for r in rows if r["row_id"] == target)["source"] = "tampered"
+        return rows
+
+    for edit, message in ((change, f"row '{target}': differs from its input"),
+                          (lambda rows: rows[:17] + rows[18:], "row '.*': the output has"),
+                          (lambda rows: [*rows[:-1], {**rows[-1], "messages": [
+                              {**m, "step_loss_mask": 0} if m["role"] == "user" else m
+                              for m in rows[-1]["messages"]]}], "is masked without a flag")):
+        out.write_bytes(original)
+        _rewrite(out, edit)
+        with pytest.raises(VerifyError, match=message):
+            verify(base, out, flags)
