@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 
-from apsft_dagster.core.loss_mask.rules import LossMaskError, flag_row, left_alone
+from apsft_dagster.core.loss_mask.rules import LossMaskError, judge_row
 
 FIELDS = ("rows", "assistant_turns", "masked_turns", "rows_touched")
 
@@ -27,8 +27,7 @@ def census(lines: Iterable[bytes | str], *, known_broken_families: frozenset[str
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise LossMaskError(f"{source_name} line {number}: not JSON ({exc.msg}); fix or drop the line") from None
-        flags = flag_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)
-        kept = left_alone(row, known_broken_families=known_broken_families, prose_commands=prose_commands)
+        flags, kept = judge_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)
         _add(tallies.setdefault(str(row.get("source")), _empty()), row, flags, kept)
     total = _empty()
     for tally in tallies.values():

@@ -94,10 +94,11 @@ def _prose_verdict(content: str, commands: frozenset[str]) -> str:
     return PROSE_ONLY
 
 
-def _judge_row(
-    row: dict, known_broken_families: frozenset[str], prose_commands: frozenset[str] | None
+def judge_row(
+    row: dict, *, known_broken_families: frozenset[str] = frozenset(), prose_commands: frozenset[str] | None = None
 ) -> tuple[dict[int, frozenset[str]], dict[int, frozenset[str]]]:
-    """(flagged, left_alone): message index -> reasons, each holding non-empty sets only."""
+    """(flagged, left_alone) in one pass: message index -> reasons, non-empty sets only."""
+    known_broken_families = frozenset(known_broken_families)
     fail = _check_row(row)
     harness, messages = row["harness"], row["messages"]
     by_name = tool_validators(row["tools"], fail) if row.get("tools") is not None else None
@@ -159,7 +160,7 @@ def flag_row(
     prose_commands: frozenset[str] | None = None,
 ) -> dict[int, frozenset[str]]:
     """Message index -> reasons to mask it, for flagged assistant messages only."""
-    return _judge_row(row, frozenset(known_broken_families), prose_commands)[0]
+    return judge_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)[0]
 
 
 def left_alone(
@@ -170,4 +171,4 @@ def left_alone(
 ) -> dict[int, frozenset[str]]:
     """Message index -> the rules that looked at it and kept it (`false_claim_with_command`,
     `prose_only`); independent of whether another rule flagged the same message."""
-    return _judge_row(row, frozenset(known_broken_families), prose_commands)[1]
+    return judge_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)[1]

@@ -7,6 +7,8 @@ a malformed row and raises; what sits inside a call was written by the model and
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 
 from jsonschema import Draft202012Validator, SchemaError, validators
@@ -31,15 +33,24 @@ def tool_validators(
             raise fail(f"tools[{i}].function.name", "must be a non-empty string")
         if name in by_name:
             raise fail(f"tools[{i}].function.name", f"declares {name!r} twice")
-        schema = function.get("parameters", _NO_PARAMETERS)
-        # Honour a declared "$schema"; default to Draft 2020-12 like the action schema.
-        cls = validators.validator_for(schema, default=Draft202012Validator)
         try:
-            cls.check_schema(schema)
+            by_name[name] = _compiled(json.dumps(function.get("parameters", _NO_PARAMETERS), sort_keys=True))
         except SchemaError as err:
             raise fail(f"tools[{i}].function.parameters", f"is not a valid JSON Schema: {err.message}")
-        by_name[name] = cls(schema)
+        except TypeError as err:  # not JSON-representable, so not a schema either
+            raise fail(f"tools[{i}].function.parameters", f"is not a valid JSON Schema: {err}")
     return by_name
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(schema_json: str) -> Draft202012Validator:
+    """A checked validator per distinct schema: a dataset repeats a few tool sets over many rows,
+    and checking a schema costs far more than validating one call against it."""
+    schema = json.loads(schema_json)
+    # Honour a declared "$schema"; default to Draft 2020-12 like the action schema.
+    cls = validators.validator_for(schema, default=Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
 
 
 def call_is_valid(call: dict, by_name: dict[str, Draft202012Validator]) -> bool:
