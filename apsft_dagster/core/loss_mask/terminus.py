@@ -11,6 +11,7 @@ import json
 import re
 from collections.abc import Mapping
 
+import fastjsonschema
 from jsonschema import Draft202012Validator
 
 ACTION_SCHEMA: dict = {
@@ -36,7 +37,10 @@ ACTION_SCHEMA: dict = {
     },
 }
 Draft202012Validator.check_schema(ACTION_SCHEMA)
-_ACTION_VALIDATOR = Draft202012Validator(ACTION_SCHEMA)
+# The action schema is fixed and judged on every terminus turn, so it is compiled to Python once
+# (fastjsonschema, draft-07: this schema uses nothing that differs from 2020-12); tool schemas
+# vary per row and stay with jsonschema. tests/test_loss_mask_rules.py holds both to the same cases.
+_ACTION_CHECK = fastjsonschema.compile({k: v for k, v in ACTION_SCHEMA.items() if k != "$schema"})
 
 # One optional ```json fence around the whole turn; the body must then be the object alone.
 _JSON_FENCE = re.compile(r"\A```json[ \t]*\r?\n(?P<body>.*)\r?\n[ \t]*```\Z", re.DOTALL)
@@ -67,7 +71,11 @@ def parse_action(content: str | None) -> dict | None:
 
 
 def is_valid_action(action: dict) -> bool:
-    return _ACTION_VALIDATOR.is_valid(action)
+    try:
+        _ACTION_CHECK(action)
+    except fastjsonschema.JsonSchemaException:
+        return False
+    return True
 
 
 def stalls(action: dict) -> bool:
