@@ -23,16 +23,19 @@ class GenerationResource(dg.ConfigurableResource):
 
     experiment: ExperimentResource
     _resident: tuple[str, GenerationEngine] | None = PrivateAttr(default=None)
+    _base: str | None = PrivateAttr(default=None)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
-        self._resident = None
+        self._resident, self._base = None, None
 
     def teardown_after_execution(self, context: dg.InitResourceContext) -> None:
         self.release()
 
     def engine(self, model_dir: str | Path | None = None) -> GenerationEngine:
         config = self.experiment.config()
-        path = str(model_dir or base_model_path(config, self.experiment.store()))
+        if model_dir is None and self._base is None:  # verified once per run, not on every request
+            self._base = str(base_model_path(config, self.experiment.store()))
+        path = str(model_dir or self._base)
         if self._resident is not None and self._resident[0] == path:
             return self._resident[1]
         self.release()
