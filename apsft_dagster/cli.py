@@ -172,9 +172,13 @@ def amend(args: argparse.Namespace) -> int:
     from apsft_dagster.core.amendments import record_amendment
 
     _, store = _store(args)
-    record = record_amendment(store, args.text, args.date)
+    record = record_amendment(store, args.text, args.date, budget_device_hours=args.budget_device_hours)
     print(f"amendment {record['seq']} ({record['date']}): {record['classification']}")
     print(f"evidence at recording: {record['evidence']}")
+    if "budget_device_hours" in record:
+        print(f"training budget: {record['budget_device_hours']} device-hours" + (
+            "" if record["selection"] else " (no sft_manifest yet: the budget gate honours a budget only when it "
+                                           "was recorded after the manifest it applies to)"))
     print("reseal (materialize evidence_seal) before selection: the seal binds the amendment log")
     return 0
 
@@ -232,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
         if name == "amend":
             p.add_argument("text", help="what changes and why")
             p.add_argument("--date", help="YYYY-MM-DD (default: today, UTC)")
+            p.add_argument("--budget-device-hours", type=float, metavar="H",
+                           help="the training budget this amendment sets (see the budget gate)")
         if name == "audit":
             p.add_argument("name", nargs="?", help="one audit (a dbt_like_sql/ file name without .sql)")
         if name == "ui":

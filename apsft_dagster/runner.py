@@ -102,7 +102,8 @@ def _run_tags(stage: Stage, keys: list[str] | None) -> list[dict[str, str]]:
     if stage.partitions_def is None:
         return [{}]
     all_keys = stage.partitions_def.get_partition_keys()
-    return [single_run_tags(r) for r in key_ranges(all_keys if keys is None else keys, all_keys)]
+    chosen = keys if keys is not None else list(stage.default_keys or all_keys)
+    return [single_run_tags(r) for r in key_ranges(chosen, all_keys)]
 
 
 def _run_config(verbose: bool) -> dict:

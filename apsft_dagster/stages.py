@@ -14,11 +14,14 @@ import dagster as dg
 from apsft_dagster.assets.audits import audit_assets
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.evidence_seal import evidence_seal
+from apsft_dagster.assets.merged_models import merged_models
 from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
 from apsft_dagster.assets.score_bank import parity_gate, score_bank, score_bank_index
 from apsft_dagster.assets.sft_arms import sft_arms, sft_manifest
 from apsft_dagster.assets.task_catalog import task_catalog
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
+from apsft_dagster.assets.training import adapters
+from apsft_dagster.partitions import STAGE_A_POLICIES
 
 
 @dataclass(frozen=True)
@@ -26,6 +29,7 @@ class Stage:
     job: str
     assets: tuple[dg.AssetsDefinition, ...]
     engine: bool = False  # loads a model on compute.device (generation, scoring, training)
+    default_keys: tuple[str, ...] | None = None  # the partitions `apsft run` runs unless told otherwise
 
     @property
     def partitions_def(self) -> dg.PartitionsDefinition | None:
@@ -43,6 +47,8 @@ STAGES = (
     Stage("evidence_seal_job", (evidence_seal,)),
     Stage("sft_arms_job", (sft_arms,)),
     Stage("sft_manifest_and_audits_job", (sft_manifest, *audit_assets)),
+    Stage("adapters_job", (adapters,), engine=True, default_keys=STAGE_A_POLICIES),  # seed 43: when Stage B asks
+    Stage("merged_models_job", (merged_models,), engine=True, default_keys=STAGE_A_POLICIES),
 )
 ASSETS = [a for stage in STAGES for a in stage.assets]
 JOBS = [dg.define_asset_job(s.job, selection=list(s.assets), tags={"apsft/engine": str(s.engine).lower()})

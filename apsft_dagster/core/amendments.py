@@ -6,6 +6,10 @@ by hand: *prospective amendment* when no score, rollout or outcome evidence exis
 otherwise a *post-score*, *post-rollout* or *post-outcome deviation* after the latest stage
 that did. Each record carries the SHA-256 of the previous line, so an edited or dropped
 record breaks the chain; the evidence seal binds the log's digest.
+
+A record may name a new training budget (`budget_device_hours`); it also notes the selection
+present when it was recorded (`selection.identity`: the SHA-256 of the arm files' digests), so
+the budget gate honours a budget only for the selection it was decided on.
 """
 
 from __future__ import annotations
@@ -14,8 +18,8 @@ import datetime as dt
 import json
 
 from apsft_dagster.core.errors import AmendmentError
-from apsft_dagster.core.layout import AMENDMENT_LOG, EVIDENCE_STAGES
-from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, sha256_bytes
+from apsft_dagster.core.layout import AMENDMENT_LOG, EVIDENCE_STAGES, SFT_MANIFEST
+from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, json_bytes, sha256_bytes
 
 GENESIS = "0" * 64
 
@@ -54,10 +58,18 @@ def read_log(store: Store) -> list[dict]:
     return records
 
 
-def record_amendment(store: Store, text: str, date: str | None = None) -> dict:
+def selection_identity(manifest: dict) -> str:
+    """SHA-256 of the arm files' digests: the same selection keeps it across a reseal."""
+    return sha256_bytes(json_bytes({e["arm"]: e["sha256"] for e in manifest["arms"]}))
+
+
+def record_amendment(store: Store, text: str, date: str | None = None, *,
+                     budget_device_hours: float | None = None) -> dict:
     """Append one record (atomically: the whole log is rewritten with a new receipt)."""
     if not text.strip():
         raise AmendmentError("an amendment needs a text saying what changed and why")
+    if budget_device_hours is not None and not budget_device_hours > 0:
+        raise AmendmentError(f"budget {budget_device_hours!r} device-hours: must be > 0")
     day = date or dt.datetime.now(dt.UTC).date().isoformat()
     try:
         dt.date.fromisoformat(day)
@@ -68,6 +80,10 @@ def record_amendment(store: Store, text: str, date: str | None = None) -> dict:
     prev = sha256_bytes(body.splitlines(keepends=True)[-1]) if records else GENESIS
     record = {"seq": len(records) + 1, "date": day, "text": text.strip(), "evidence": evidence_snapshot(store),
               "prev_sha256": prev}
+    if budget_device_hours is not None:
+        manifest = json.loads(store.get_bytes(SFT_MANIFEST)) if store.exists(SFT_MANIFEST) else None
+        record["budget_device_hours"] = float(budget_device_hours)
+        record["selection"] = None if manifest is None else {"identity": selection_identity(manifest)}
     store.put_bytes(AMENDMENT_LOG, body + json.dumps(record, sort_keys=True, ensure_ascii=False).encode() + b"\n")
     return {**record, "classification": classify(record["evidence"])}
 

@@ -35,6 +35,7 @@ class Seeds(_Strict):
     train_tasks: int
     eval_tasks: int
     pretrain_tasks: int
+    probe_tasks: int  # the deployment probe's prompts: their own seed space, never an eval task
 
 
 class Split(_Strict):
@@ -157,13 +158,31 @@ class Throughput(_Strict):
 
 class Training(_Strict):
     lora: Lora
+    # Every linear projection of the decoder blocks, per architecture (config.json's model_type);
+    # checked against the loaded model's module names before any adapter is created.
+    target_modules: dict[str, list[str]]
     epochs: int
     learning_rate: float
     batch_size: int
     grad_accum: int
     max_length: int
+    max_grad_norm: float
     loss_weights: LossWeights
+    loss_chunk_tokens: int  # positions per LM-head chunk: full-vocabulary logits never exist for a whole record
+    gradient_checkpointing: bool
+    checkpoint_every: int  # optimizer steps between resumable checkpoints
     throughput_tokens_per_s: Throughput
+    budget_device_hours: float  # the whole training matrix; only a dated amendment raises it
+    warmup_records: int  # records timed before the first step to measure throughput (0: use the envelope)
+
+
+class Merge(_Strict):
+    keep_weights: bool  # false: keep each merged model's fingerprint, delete its weights after evaluation
+
+
+class Probe(_Strict):
+    prompts: int
+    max_new_tokens: int
 
 
 class Evaluation(_Strict):
@@ -192,6 +211,8 @@ class Config(_Strict):
     rollouts: Rollouts
     selection: Selection
     training: Training
+    merge: Merge
+    probe: Probe
     evaluation: Evaluation
     stage_b: StageB
 
@@ -217,6 +238,13 @@ class Config(_Strict):
             raise ValueError("compute.dtype: CPU runs in float32 (bfloat16 matmuls on CPU are slow and not the reference)")
         if self.compute.quantization != "none" and self.compute.device != "cuda":
             raise ValueError("compute.quantization: nf4 needs compute.device cuda (bitsandbytes kernels)")
+        if self.training.batch_size != 1:
+            raise ValueError("training.batch_size: records are never packed or batched together (batch 1 x grad_accum)")
+        for name in ("grad_accum", "epochs", "max_length", "loss_chunk_tokens", "checkpoint_every"):
+            if getattr(self.training, name) < 1:
+                raise ValueError(f"training.{name} must be >= 1")
+        if self.training.budget_device_hours <= 0:
+            raise ValueError("training.budget_device_hours must be > 0")
         envelope = self.training.throughput_tokens_per_s
         if not 0 < envelope.low <= envelope.high:
             raise ValueError("training.throughput_tokens_per_s: need 0 < low <= high")

@@ -51,3 +51,15 @@ class AuditError(ApsftError):
 
 class DeviceError(ApsftError):
     """A stage needs a device (e.g. CUDA) that this machine does not have."""
+
+
+class TrainingError(ApsftError):
+    """Training cannot start or did not do what the protocol requires (targets, steps, adapter)."""
+
+
+class BudgetError(ApsftError):
+    """The estimated device-hours of the training matrix exceed the declared budget."""
+
+
+class MergeError(ApsftError):
+    """A merged model does not differ from its base in exactly the adapted weights."""

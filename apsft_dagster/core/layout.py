@@ -67,3 +67,34 @@ def arm_file(arm: str) -> str:
 def arm_rows(arm: str) -> str:
     """An arm's rows without texts (provenance for the SQL audits)."""
     return f"{SFT_ARMS}/{arm}.rows.parquet"
+
+
+def adapter_dir(policy: str) -> str:
+    """A policy's LoRA adapter (directory artifact: adapter_model.safetensors, adapter_config.json)."""
+    return f"{ADAPTERS}/{policy}"
+
+
+def adapter_report(policy: str) -> str:
+    """Training's receipt for a policy: steps, digests, loss curve; written last."""
+    return f"{ADAPTERS}/{policy}.json"
+
+
+def adapter_checkpoint(policy: str) -> str:
+    return f"{ADAPTERS}/checkpoints/{policy}"
+
+
+def loss_curve(policy: str) -> str:
+    return f"{ADAPTERS}/{policy}.loss.png"
+
+
+def merged_dir(policy: str) -> str:
+    return f"{MERGED_MODELS}/{policy}"
+
+
+def merged_report(policy: str) -> str:
+    """The merge's receipt: pair counts, weights used, every deployed file's SHA-256; written last."""
+    return f"{MERGED_MODELS}/{policy}.json"
+
+
+def probe_report(policy: str) -> str:
+    return f"{DEPLOYMENT_PROBE}/{policy}.json"

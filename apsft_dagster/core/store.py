@@ -106,6 +106,7 @@ class Store:
     # -- writing ---------------------------------------------------------------------------
     def put_bytes(self, name: str, data: bytes) -> str:
         digest = sha256_bytes(data)
+        self.receipt_path(name).unlink(missing_ok=True)  # invalidated before the artifact is replaced
         write_atomic(self.path(name), data)
         self._write_receipt(name, {"artifact": name, "bytes": len(data), "sha256": digest})
         return digest
@@ -143,6 +144,15 @@ class Store:
         digest = fingerprint(files)
         self._write_receipt(name, {"artifact": name, "files": files, "sha256": digest})
         return digest
+
+    def remove(self, name: str) -> None:
+        """Receipt first, so a crash midway leaves nothing that counts."""
+        self.receipt_path(name).unlink(missing_ok=True)
+        path = self.path(name)
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink(missing_ok=True)
 
     def _write_receipt(self, name: str, receipt: dict) -> None:
         write_atomic(self.receipt_path(name), json_bytes(receipt))

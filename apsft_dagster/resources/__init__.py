@@ -3,6 +3,7 @@
 from apsft_dagster.resources.experiment import ExperimentResource
 from apsft_dagster.resources.generation import GenerationResource
 from apsft_dagster.resources.scoring import ScoringResource
+from apsft_dagster.resources.training import TrainingResource
 
 
 def default_resources() -> dict:
@@ -11,7 +12,7 @@ def default_resources() -> dict:
 
     experiment = ExperimentResource.from_env(definitions_config().digest)
     return {"experiment": experiment, "generator": GenerationResource(experiment=experiment),
-            "scorer": ScoringResource(experiment=experiment)}
+            "scorer": ScoringResource(experiment=experiment), "trainer": TrainingResource(experiment=experiment)}
 
 
-__all__ = ["ExperimentResource", "GenerationResource", "ScoringResource", "default_resources"]
+__all__ = ["ExperimentResource", "GenerationResource", "ScoringResource", "TrainingResource", "default_resources"]

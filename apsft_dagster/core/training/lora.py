@@ -1,0 +1,108 @@
+"""LoRA on every linear projection of the decoder blocks: targets checked, pairs counted, saved exactly.
+
+The targets come from the config per architecture (`training.target_modules[model_type]`) and are
+checked against the loaded model: every listed name must be a linear module of the decoder
+blocks and every linear module of the decoder blocks must be listed. The expected number of LoRA
+pairs is the number of such modules, computed from the model, asserted after the adapter is made
+and again at merge. Adapters are written by this module (safetensors with sorted keys and a
+sorted-key JSON config), so equal weights give equal bytes wherever the store lives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import torch
+
+from apsft_dagster.core.config import Lora, Training
+from apsft_dagster.core.errors import TrainingError
+
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+def architecture(model) -> str:
+    """The key of `training.target_modules`: config.json's model_type (a text-only `_text` config
+    of a multimodal family uses the family's entry)."""
+    return model.config.model_type.removesuffix("_text")
+
+
+def decoder_linears(model) -> dict[str, str]:
+    """Qualified name -> leaf name of every nn.Linear inside the decoder's blocks."""
+    decoder = model.get_decoder()
+    prefix = next(n for n, m in model.named_modules() if m is decoder)
+    return {f"{prefix}.{name}" if prefix else name: name.rsplit(".", 1)[-1]
+            for name, module in decoder.named_modules()
+            if isinstance(module, torch.nn.Linear) and name.startswith("layers.")}
+
+
+def target_modules(model, training: Training) -> tuple[list[str], int]:
+    """(the configured targets for this model, the expected number of LoRA pairs); TrainingError
+    naming the architecture and the names when the config and the model disagree."""
+    arch = architecture(model)
+    if arch not in training.target_modules:
+        raise TrainingError(f"training.target_modules has no entry for model_type {arch!r} (known: "
+                            f"{sorted(training.target_modules)}); list its decoder blocks' linear projections")
+    wanted = set(training.target_modules[arch])
+    linears = decoder_linears(model)
+    present = set(linears.values())
+    if wanted - present:
+        raise TrainingError(f"training.target_modules.{arch}: {sorted(wanted - present)} are not linear modules of "
+                            f"this model's decoder blocks (they have {sorted(present)})")
+    if present - wanted:
+        raise TrainingError(f"training.target_modules.{arch}: the decoder blocks' linear projections "
+                            f"{sorted(present - wanted)} are not listed; every one must be adapted")
+    return sorted(wanted), len(linears)
+
+
+def lora_config(lora: Lora, targets: list[str]):
+    from peft import LoraConfig
+
+    return LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=targets,
+                      bias="none", task_type="CAUSAL_LM")
+
+
+def lora_pairs(model) -> list[str]:
+    """Names of the modules that carry a LoRA pair (lora_A and lora_B)."""
+    return sorted(n for n, m in model.named_modules() if hasattr(m, "lora_A") and hasattr(m, "lora_B")
+                  and "default" in m.lora_A)
+
+
+def adapter_state(model) -> dict[str, torch.Tensor]:
+    from peft import get_peft_model_state_dict
+
+    return {k: v.detach().to("cpu").contiguous() for k, v in sorted(get_peft_model_state_dict(model).items())}
+
+
+def state_digest(state: dict[str, torch.Tensor]) -> str:
+    """SHA-256 over every tensor's name, dtype, shape and bytes, in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().to("cpu").contiguous()
+        digest.update(f"{name}|{t.dtype}|{tuple(t.shape)}\n".encode())
+        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return digest.hexdigest()
+
+
+def save_adapter(model, out_dir: Path, base_name: str, base_revision: str | None) -> None:
+    """adapter_model.safetensors + adapter_config.json, loadable by `PeftModel.from_pretrained`."""
+    from safetensors.torch import save_file
+
+    save_file(adapter_state(model), str(out_dir / ADAPTER_WEIGHTS), metadata={"format": "pt"})
+    config = model.peft_config["default"].to_dict()
+    config.update(base_model_name_or_path=base_name, revision=base_revision)
+    (out_dir / ADAPTER_CONFIG).write_text(json.dumps(_plain(config), sort_keys=True, indent=1) + "\n")
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (set, frozenset)):
+        return sorted(_plain(v) for v in value)
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "value") and not isinstance(value, (str, int, float, bool)):  # enums
+        return value.value
+    return value

@@ -1,0 +1,83 @@
+"""The training loss, on one screen (docs/PROTOCOL.md §11).
+
+A record is `prompt + thought + "</think>\\n\\nANSWER:" + answer + end`, tokenized once. Each
+token carries the loss weight of *predicting* it, by the segment holding its first character:
+prompt 0.0 (and tokens with no source character), thought 0.5, boundary + answer + end 1.0.
+
+For one record, `weighted_nll` gives (S, W) = (sum_t w[t] * -log p(token t | tokens < t), sum_t w[t])
+over t >= 1. The loss of an optimizer step is the weighted mean over its accumulation window:
+
+    loss = (S_1 + ... + S_k) / (W_1 + ... + W_k)
+
+over the window's k records: not a mean of per-record means, not a division by a token count.
+The training loop divides each record's S by the window's total W before backward, so the
+accumulated gradient is exactly that of the window loss.
+
+`chunked_nll` computes the same sums from the decoder's hidden states, a chunk of positions at a
+time, each chunk recomputed in backward (activation checkpointing): full-vocabulary logits never
+exist for a whole record (16,000 positions x 248k vocabulary would be ~8 GB in bf16).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
+
+from apsft_dagster.core.config import LossWeights
+from apsft_dagster.core.protocol import IM_END, locate_spans
+
+DEFAULT_WEIGHTS = LossWeights(prompt=0.0, thought=0.5, answer=1.0)
+# Loss segments: what each token's weight comes from. The end of turn counts as answer.
+PROMPT, THOUGHT, ANSWER = 0, 1, 2
+SEGMENT_NAMES = ("prompt", "thought", "boundary_answer")
+
+
+def token_segments(tokenizer, prompt: str, thought: str, answer: str, end: str = IM_END) -> tuple[list[int], list[int]]:
+    """(input_ids, loss segment of each token) of the whole record, tokenized once."""
+    spans = locate_spans(tokenizer, prompt, thought, answer, end)
+    segments = ([PROMPT] * len(spans.prompt) + [THOUGHT] * len(spans.thought)
+                + [ANSWER] * (len(spans.boundary) + len(spans.answer) + len(spans.end)))
+    return spans.input_ids, segments
+
+
+def token_weights(tokenizer, prompt: str, thought: str, answer: str, end: str = IM_END, *,
+                  loss_weights: LossWeights = DEFAULT_WEIGHTS) -> tuple[list[int], list[float]]:
+    """(input_ids, weight of predicting each token): 0.0 prompt, 0.5 thought, 1.0 boundary/answer/end.
+
+    `prompt` is the formatted x (`format_prompt`), `answer` the formatted y* (`format_answer`).
+    """
+    ids, segments = token_segments(tokenizer, prompt, thought, answer, end)
+    by_segment = (loss_weights.prompt, loss_weights.thought, loss_weights.answer)
+    return ids, [by_segment[s] for s in segments]
+
+
+def weighted_nll(logits: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """One sequence: logits [T, V], input_ids [T], weights [T] -> (sum_{t>=1} w[t] * nll[t], sum_{t>=1} w[t]),
+    where nll[t] = -log softmax(logits[t-1])[input_ids[t]]. The reference the chunked loss must equal."""
+    logprobs = torch.log_softmax(logits[:-1].float(), dim=-1)
+    nll = -logprobs.gather(1, input_ids[1:, None].long())[:, 0]
+    w = weights[1:].to(nll.dtype)
+    return (w * nll).sum(), w.sum()
+
+
+def _chunk_nll(hidden: torch.Tensor, head_weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    logits = F.linear(hidden, head_weight).float()
+    return F.cross_entropy(logits, targets, reduction="none")
+
+
+def chunked_nll(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor,
+                chunk: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """From hidden states [T, H] (after the final norm) and the LM head's weight [V, H]:
+    (weighted sum, weight sum, per-token nll [T-1] detached), equal to `weighted_nll` on the full
+    logits. Each chunk's logits are recomputed in backward, so at most `chunk` x V logits live at once."""
+    hidden, targets, w = hidden[:-1], input_ids[1:].long(), weights[1:].float()  # position t-1 predicts token t
+    total = hidden.new_zeros((), dtype=torch.float32)
+    nll_all = []
+    for start in range(0, targets.shape[0], chunk):
+        h, t = hidden[start:start + chunk], targets[start:start + chunk]
+        nll = checkpoint(_chunk_nll, h, head_weight, t, use_reentrant=False) if torch.is_grad_enabled() \
+            else _chunk_nll(h, head_weight, t)
+        total = total + (w[start:start + chunk] * nll).sum()
+        nll_all.append(nll.detach())
+    return total, w.sum(), torch.cat(nll_all) if nll_all else w.new_zeros(0)

@@ -1,0 +1,47 @@
+"""The deployment probe (docs/PROTOCOL.md §12): a merged model must answer some fixed prompt
+differently from the base under greedy decoding, or it is not evaluated.
+
+Probe prompts come from their own seed space (`seeds.probe_tasks`) over the train families and
+levels, and any prompt that equals a catalog prompt (train or eval) is skipped: the probe never
+sees an evaluation task.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+from apsft_dagster.core.config import Config, Sampling
+from apsft_dagster.core.engines.base import GenerationRequest
+from apsft_dagster.core.protocol import format_prompt
+from apsft_dagster.core.tasks import generate
+
+GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0)
+
+
+def probe_prompts(config: Config, catalog_prompts: Collection[str]) -> list[str]:
+    split, n = config.tasks.train, config.probe.prompts
+    cells = [(f, lv) for f in split.families for lv in split.levels]
+    prompts, index = [], 0
+    while len(prompts) < n:
+        for family, level in cells:
+            prompt = generate(family, level, index, config.seeds.probe_tasks).prompt
+            if prompt not in catalog_prompts and prompt not in prompts and len(prompts) < n:
+                prompts.append(prompt)
+        index += 1
+    return prompts
+
+
+def greedy_outputs(engine, prompts: list[str], max_tokens: int) -> list[list[int]]:
+    tok = engine.tokenizer
+    requests = [GenerationRequest(tuple(tok(format_prompt(p), add_special_tokens=False)["input_ids"]), 1, max_tokens, 0)
+                for p in prompts]
+    return [list(samples[0].token_ids) for samples in engine.generate(requests, GREEDY)]
+
+
+def compare(prompts: list[str], base: list[list[int]], merged: list[list[int]], decode) -> dict:
+    """How many prompts differ, and the first differing pair (decoded)."""
+    differing = [i for i, (a, b) in enumerate(zip(base, merged)) if a != b]
+    first = None if not differing else {"prompt": prompts[differing[0]], "base": decode(base[differing[0]]),
+                                        "merged": decode(merged[differing[0]])}
+    return {"prompts": len(prompts), "differing": len(differing), "passed": bool(differing),
+            "differing_indices": differing, "first_difference": first}
