@@ -32,11 +32,11 @@ def variant_config(tmp_path, edit, base: str = "smoke") -> Path:
 
 
 def smoke_resources(store_dir, **experiment_fields):
-    from apsft_dagster.resources import ExperimentResource, GenerationResource, ScoringResource
+    from apsft_dagster.resources import ExperimentResource, GenerationResource, ScoringResource, TrainingResource
 
     experiment = ExperimentResource(profile="smoke", store_dir=str(store_dir), **experiment_fields)
     return {"experiment": experiment, "generator": GenerationResource(experiment=experiment),
-            "scorer": ScoringResource(experiment=experiment)}
+            "scorer": ScoringResource(experiment=experiment), "trainer": TrainingResource(experiment=experiment)}
 
 
 def smoke_definitions(store_dir, **experiment_fields) -> dg.Definitions:

@@ -106,20 +106,9 @@ def test_resource_parses_the_config_once_per_run(tmp_path, monkeypatch):
 
 
 def _tiny_model(path, seed: int):
-    """A real (random) one-layer Qwen3 with a tokenizer trained here: enough to load and generate."""
-    import torch
-    from transformers import Qwen3Config, Qwen3ForCausalLM
+    from tiny import tiny_model
 
-    from apsft_dagster.core.embedded.tokenizer import train_tokenizer
-
-    tokenizer = train_tokenizer(["<think>\n1 + 2 = 3\n</think>\n\nANSWER: 3<|im_end|>"] * 4, 300)
-    torch.manual_seed(seed)
-    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
-                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
-                                         head_dim=8, pad_token_id=tokenizer.pad_token_id))
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return tiny_model(path, seed)
 
 
 def test_generation_resource_keeps_one_engine_and_releases_the_other(tmp_path):

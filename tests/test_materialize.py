@@ -6,6 +6,7 @@ import dagster as dg
 import pytest
 
 from apsft_dagster.assets.base_model import base_model
+from apsft_dagster.core.config import load_config
 from apsft_dagster.core.layout import BASE_MODEL_REPORT as REPORT
 from apsft_dagster.core.layout import TASK_CATALOG
 from apsft_dagster.core.model_dir import inspect_model_dir
@@ -86,6 +87,16 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     assert " ok " in manifest_line and "checks 3/3" in manifest_line  # incl. byte_identical_rerun
     assert first.verify("evidence_seal.json") == second.verify("evidence_seal.json")
     assert first.verify("sft_manifest.json") == second.verify("sft_manifest.json")
+    # every adapter and merged model, file by file, and their reports (curves, digests, counts)
+    from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve, merged_dir, merged_report
+    from apsft_dagster.core.training.policies import stage_a_policies
+
+    for policy in stage_a_policies(load_config("smoke")):
+        for name in (adapter_dir(policy), adapter_report(policy), loss_curve(policy), merged_dir(policy),
+                     merged_report(policy)):
+            assert first.verify(name) == second.verify(name), name
+        files = json.loads(first.receipt_path(merged_dir(policy)).read_text())["files"]
+        assert files == json.loads(second.receipt_path(merged_dir(policy)).read_text())["files"]
 
 
 def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_process, tmp_path, monkeypatch):

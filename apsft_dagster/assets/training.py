@@ -70,8 +70,8 @@ def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, 
     digest = sha256_bytes(json_bytes({p: r["adapter_files_sha256"] for p, r in reports.items()}))
     run_meta = {"policies": len(reports), "trained": len(todo)}
     if gate:
-        run_meta.update(estimated_device_hours=round(gate["device_hours"], 6), budget_device_hours=gate["budget_device_hours"],
-                        budget_source=gate["budget_source"], warmup_tokens_per_s=round(gate["tokens_per_s"], 1))
+        run_meta.update(estimated_device_hours=round(gate["device_hours"], 6),
+                        budget_device_hours=gate["budget_device_hours"], budget_source=gate["budget_source"], warmup_tokens_per_s=round(gate["tokens_per_s"], 1))
     yield dg.MaterializeResult(metadata=run_meta, data_version=dg.DataVersion(digest))
     for name in ADAPTER_CHECKS:
         yield check_result(name, problems[name])

@@ -26,7 +26,6 @@ def merge_policy(store: Store, config: Config, policy: str, base_path: str) -> d
     counts = verify_merge(merged, pairs, adapter["lora_pairs"], base_path)
     store.remove(merged_report(policy))
     fingerprint = store.put_dir(merged_dir(policy), lambda d: save_merged(merged, base_path, d))
-    del merged
     report = {"format": FORMAT, "policy": policy, "adapter_files_sha256": adapter_sha,
               "adapter_trained_on": adapter["base_weights"],
               "merge_weights": f"{compute.dtype} base weights (never the 4-bit base), merged on {MERGE_DEVICE}",

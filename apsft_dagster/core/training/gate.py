@@ -31,8 +31,8 @@ def verified_manifest(store: Store, config: Config) -> tuple[dict, str, str]:
     data, manifest_sha = store.read(SFT_MANIFEST)
     manifest = json.loads(data)
     if manifest["evidence_seal_sha256"] != seal_sha:
-        raise TrainingError(f"{store.path(SFT_MANIFEST)} names seal {manifest['evidence_seal_sha256']}, the current seal "
-                            f"is {seal_sha}; rematerialize sft_arms and sft_manifest (apsft run --from sft_arms_job)")
+        raise TrainingError(f"{store.path(SFT_MANIFEST)} names seal {manifest['evidence_seal_sha256']}, the "
+                            f"current seal is {seal_sha}; rematerialize sft_arms and sft_manifest (apsft run --from sft_arms_job)")
     if manifest["config_digest"] != config.digest:
         raise TrainingError(f"{store.path(SFT_MANIFEST)} was built under config {manifest['config_digest']}, this run "
                             f"is {config.digest}; rematerialize it (apsft run --from sft_arms_job)")

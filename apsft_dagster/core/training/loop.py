@@ -12,31 +12,16 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
 import torch
 
 from apsft_dagster.core.config import Compute, Training
 from apsft_dagster.core.errors import TrainingError
 from apsft_dagster.core.training.checkpoint import Checkpoints
-from apsft_dagster.core.training.lora import adapter_state, lora_config, lora_pairs, state_digest, target_modules
+from apsft_dagster.core.training.lora import (adapter_state, lora_config, lora_pairs, quiet_peft, state_digest,
+                                              target_modules)
 from apsft_dagster.core.training.loss import SEGMENT_NAMES, chunked_nll
 from apsft_dagster.core.training.records import Example
-
-
-@dataclass
-class Trained:
-    model: object  # the PeftModel holding the final adapter
-    initial_digest: str
-    final_digest: str
-    targets: list[str]
-    expected_pairs: int
-    steps: int
-    curve: list[dict]
-    resumed_from: int
-    seconds: float
-    forward_tokens: int  # tokens through the model in this process (resumed runs count only theirs)
-    base_weights: str = field(default="")
 
 
 def seed_everything(seed: int) -> None:
@@ -86,7 +71,8 @@ def attach_adapter(model, training: Training, seed: int):
 
     targets, expected = target_modules(model, training)
     seed_everything(seed)
-    peft_model = get_peft_model(model, lora_config(training.lora, targets))
+    with quiet_peft():
+        peft_model = get_peft_model(model, lora_config(training.lora, targets))
     pairs = lora_pairs(peft_model)
     if len(pairs) != expected:
         raise TrainingError(f"{len(pairs)} LoRA pairs were created, expected {expected} (every linear projection "

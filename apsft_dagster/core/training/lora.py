@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -55,6 +57,14 @@ def target_modules(model, training: Training) -> tuple[list[str], int]:
         raise TrainingError(f"training.target_modules.{arch}: the decoder blocks' linear projections "
                             f"{sorted(present - wanted)} are not listed; every one must be adapted")
     return sorted(wanted), len(linears)
+
+
+@contextmanager
+def quiet_peft():
+    """peft asks transformers a deprecated question (is_gradient_checkpointing): not our users' concern."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
 
 
 def lora_config(lora: Lora, targets: list[str]):

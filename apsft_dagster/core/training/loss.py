@@ -52,7 +52,8 @@ def token_weights(tokenizer, prompt: str, thought: str, answer: str, end: str = 
     return ids, [by_segment[s] for s in segments]
 
 
-def weighted_nll(logits: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def weighted_nll(logits: torch.Tensor, input_ids: torch.Tensor,
+                 weights: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """One sequence: logits [T, V], input_ids [T], weights [T] -> (sum_{t>=1} w[t] * nll[t], sum_{t>=1} w[t]),
     where nll[t] = -log softmax(logits[t-1])[input_ids[t]]. The reference the chunked loss must equal."""
     logprobs = torch.log_softmax(logits[:-1].float(), dim=-1)

@@ -56,10 +56,11 @@ def merge_adapter(base_path: str, adapter_path: str, compute: Compute):
     from transformers import AutoModelForCausalLM
 
     from apsft_dagster.core.engines.transformers_engine import torch_dtype
-    from apsft_dagster.core.training.lora import lora_pairs
+    from apsft_dagster.core.training.lora import lora_pairs, quiet_peft
 
     base = AutoModelForCausalLM.from_pretrained(base_path, dtype=torch_dtype(compute.dtype)).to(compute.device)
-    wrapped = PeftModel.from_pretrained(base, adapter_path)
+    with quiet_peft():
+        wrapped = PeftModel.from_pretrained(base, adapter_path)
     pairs = [n.removeprefix("base_model.model.") for n in lora_pairs(wrapped)]
     return wrapped.merge_and_unload(), pairs
 

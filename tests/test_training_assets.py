@@ -1,0 +1,90 @@
+"""The adapters and merged_models stages of the smoke run: six Stage A policies trained, merged and probed."""
+
+import json
+import shutil
+
+import pytest
+
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.errors import SealError
+from apsft_dagster.core.layout import (TASK_CATALOG, adapter_dir, adapter_report, merged_dir, merged_report,
+                                       probe_report)
+from apsft_dagster.core.store import Store
+from apsft_dagster.core.training.gate import verified_manifest
+from apsft_dagster.core.training.policies import replication_policies, stage_a_policies
+from apsft_dagster.core.training.probe import probe_prompts
+
+STAGE_A = stage_a_policies(load_config("smoke"))
+
+
+def test_apsft_run_trains_and_merges_only_the_stage_a_policies(smoke_run):
+    results, store = smoke_run
+    for asset in ("adapters", "merged_models"):
+        run = results[asset]
+        assert run.success
+        events = run.get_asset_materialization_events()
+        assert sorted(e.partition for e in events) == sorted(STAGE_A)
+        checks = run.get_asset_check_evaluations()
+        assert checks and all(c.passed for c in checks), [(c.check_name, c.metadata) for c in checks]
+    assert all(not store.exists(adapter_report(p)) for p in replication_policies(load_config("smoke")))
+
+
+def test_adapter_reports_record_exact_steps_digests_and_a_loss_curve(smoke_run):
+    results, store = smoke_run
+    reports = [store.get_json(adapter_report(p)) for p in STAGE_A]
+    for r in reports:
+        assert r["optimizer_steps"] == len(r["curve"]) == 36 * 2 // 4
+        assert r["lora_pairs"] == 4 * 7 and r["base_weights"] == "float32 base on cpu"
+        assert r["adapter_files_sha256"] == store.verify(adapter_dir(r["policy"]))
+        assert r["final_adapter_sha256"] != r["initial_adapter_sha256"]
+        assert all(p["prompt"] > p["thought"] > p["boundary_answer"] for p in r["curve"][-3:])
+    assert len({r["initial_adapter_sha256"] for r in reports}) == 1  # one seed, one initial adapter
+    assert len({r["final_adapter_sha256"] for r in reports}) == 6  # six datasets, six adapters
+    meta = next(e for e in results["adapters"].get_asset_materialization_events()).materialization.metadata
+    assert meta["loss_curve"].value.startswith("![") and "data:image/png;base64," in meta["loss_curve"].value
+    assert meta["tokens_per_s"].value > 0 and meta["wall_seconds"].value > 0
+
+
+def test_every_merged_model_changes_exactly_its_pairs_and_answers_differently_from_base(smoke_run):
+    results, store = smoke_run
+    for policy in STAGE_A:
+        report = store.get_json(merged_report(policy))
+        assert report["changed_tensors"] == report["lora_pairs"] == 28
+        assert report["fingerprint"] == store.verify(merged_dir(policy))
+        assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(report["files"])
+        probe = store.get_json(probe_report(policy))
+        assert probe["passed"] and 1 <= probe["differing"] <= probe["prompts"] == 8
+        first = probe["first_difference"]
+        assert first["base"] != first["merged"]
+    meta = results["merged_models"].get_asset_materialization_events()[0].materialization.metadata
+    assert "**base**" in meta["first_differing_pair"].value and meta["probe_differing"].value >= 1
+
+
+def test_probe_prompts_are_fixed_and_never_a_catalog_prompt(smoke_run):
+    _, store = smoke_run
+    catalog = set(store.get_parquet(TASK_CATALOG)["prompt"])
+    config = load_config("smoke")
+    prompts = probe_prompts(config, catalog)
+    assert len(prompts) == len(set(prompts)) == 8 and not set(prompts) & catalog
+    assert prompts == probe_prompts(config, catalog)
+
+
+def test_training_refuses_without_a_verified_seal(tmp_path):
+    with pytest.raises(SealError, match="no evidence seal"):
+        verified_manifest(Store(tmp_path), load_config("smoke"))
+
+
+def test_released_weights_keep_the_fingerprint(smoke_run, tmp_path):
+    from apsft_dagster.core.training.deploy import release_weights
+
+    _, store = smoke_run
+    policy, copy = STAGE_A[0], Store(tmp_path)
+    for name in (merged_dir(policy), merged_report(policy)):
+        for src, dst in ((store.path(name), copy.path(name)), (store.receipt_path(name), copy.receipt_path(name))):
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            (shutil.copytree if src.is_dir() else shutil.copy)(src, dst)
+    before = copy.get_json(merged_report(policy))
+    after = release_weights(copy, policy)
+    assert not copy.path(merged_dir(policy)).exists() and not copy.exists(merged_dir(policy))
+    assert after["fingerprint"] == before["fingerprint"] and after["files"] == before["files"]
+    assert after["weights_kept"] is False and json.loads(copy.path(merged_report(policy)).read_text()) == after

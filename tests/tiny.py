@@ -1,0 +1,46 @@
+"""Tiny real models for tests: a random Qwen3 with a tokenizer trained here, and a training store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+CORPUS = ["<|im_start|>user\nAdd 1 and 2.<|im_end|>\n<|im_start|>assistant\n<think>\n1 + 2 = 3\n</think>\n\n"
+          "ANSWER: 3<|im_end|>"] * 4
+
+
+def tiny_model(path, seed: int, layers: int = 1) -> str:
+    """A real (random) Qwen3 saved with its tokenizer: enough to load, train, merge and generate."""
+    import torch
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from apsft_dagster.core.embedded.tokenizer import train_tokenizer
+
+    tokenizer = train_tokenizer(CORPUS, 300)
+    torch.manual_seed(seed)
+    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=layers, num_attention_heads=2, num_key_value_heads=1,
+                                         head_dim=8, pad_token_id=tokenizer.pad_token_id))
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def training_rows(n: int) -> list[dict]:
+    return [{"prompt": f"Add {i} and {i + 2}.", "thought": f"{i} + {i + 2} = {2 * i + 2}\n", "answer": str(2 * i + 2),
+             "task_id": f"t{i}"} for i in range(n)]
+
+
+def training_store(root, base: str, arm: str, rows: list[dict]):
+    """A store holding what `train_policy` reads: the arm file and the base model report."""
+    from apsft_dagster.core.layout import BASE_MODEL_REPORT, arm_file
+    from apsft_dagster.core.store import Store, dir_digests, fingerprint
+
+    store = Store(root)
+    store.put_jsonl_gz(arm_file(arm), rows)
+    store.put_json(BASE_MODEL_REPORT, {"fingerprint": fingerprint(dir_digests(Path(base)))})
+    return store
+
+
+def small_training(config, **changes):
+    """The smoke config with training settings changed (e.g. checkpoint_every)."""
+    return config.model_copy(update={"training": config.training.model_copy(update=changes)})
