@@ -57,10 +57,20 @@ print(attach_adapter(load_base(sys.argv[1], config.compute), config.training, 42
 
 
 def test_two_processes_create_identical_initial_adapters(tmp_path):
+    """This process and a fresh one, each seeding and creating the adapter on its own."""
+    from apsft_dagster.core.training.loop import attach_adapter, load_base, seed_everything
+
     base = tiny_model(tmp_path / "base", 0, layers=2)
-    digests = [subprocess.run([sys.executable, "-c", _INITIAL, base], capture_output=True, text=True, check=True)
-               .stdout.strip().splitlines()[-1] for _ in range(2)]
-    assert digests[0] == digests[1] and len(digests[0]) == 64
+    child = subprocess.run([sys.executable, "-c", _INITIAL, base], capture_output=True, text=True, check=True)
+    config = load_config("smoke")
+    seed_everything(42)
+    here = attach_adapter(load_base(base, config.compute), config.training, 42)[3]
+    assert child.stdout.strip().splitlines()[-1] == here and len(here) == 64
+    import torch
+
+    torch.manual_seed(7)  # process RNG state before creation does not matter: the seed is reset just before
+    assert attach_adapter(load_base(base, config.compute), config.training, 42)[3] == here
+    assert attach_adapter(load_base(base, config.compute), config.training, 43)[3] != here
 
 
 _KILLED = """

@@ -14,15 +14,15 @@ The training loop divides each record's S by the window's total W before backwar
 accumulated gradient is exactly that of the window loss.
 
 `chunked_nll` computes the same sums from the decoder's hidden states, a chunk of positions at a
-time, each chunk recomputed in backward (activation checkpointing): full-vocabulary logits never
-exist for a whole record (16,000 positions x 248k vocabulary would be ~8 GB in bf16).
+time, with each chunk's gradient taken while its logits exist: full-vocabulary logits never
+exist for a whole record (16,000 positions x 248k vocabulary would be ~8 GB in bf16), and no
+chunk is computed twice.
 """
 
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch.utils.checkpoint import checkpoint
 
 from apsft_dagster.core.config import LossWeights
 from apsft_dagster.core.protocol import IM_END, locate_spans
@@ -62,23 +62,58 @@ def weighted_nll(logits: torch.Tensor, input_ids: torch.Tensor,
     return (w * nll).sum(), w.sum()
 
 
-def _chunk_nll(hidden: torch.Tensor, head_weight: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    logits = F.linear(hidden, head_weight).float()
-    return F.cross_entropy(logits, targets, reduction="none")
+class _ChunkedWeightedNLL(torch.autograd.Function):
+    """sum_t w[t] * nll[t] from hidden states, a chunk of positions at a time, gradients included.
+
+    Forward computes each chunk's logits once and, while they exist, the gradients with respect
+    to the hidden states (and the head's weight, if it is trained): (softmax - onehot) * w.
+    Backward only scales them. Three matmuls per chunk at most, none repeated, and never more
+    than `chunk` x V logits alive: the memory of chunking without the recomputation of
+    activation checkpointing.
+    """
+
+    @staticmethod
+    def forward(ctx, hidden, head_weight, targets, weights, chunk):
+        need_h, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+        total = torch.zeros((), dtype=torch.float32, device=hidden.device)
+        nll = torch.empty(targets.shape[0], dtype=torch.float32, device=hidden.device)
+        grad_h = torch.zeros_like(hidden) if need_h else None
+        grad_w = torch.zeros_like(head_weight, dtype=torch.float32) if need_w else None
+        for start in range(0, targets.shape[0], chunk):
+            stop = min(start + chunk, targets.shape[0])
+            h, t, w = hidden[start:stop], targets[start:stop], weights[start:stop]
+            logits = F.linear(h, head_weight).float()
+            lse = torch.logsumexp(logits, dim=-1)
+            nll[start:stop] = lse - logits.gather(1, t[:, None])[:, 0]
+            total += (w * nll[start:stop]).sum()
+            if need_h or need_w:
+                g = torch.exp(logits - lse[:, None])  # softmax, in place of the logits
+                g[torch.arange(stop - start, device=g.device), t] -= 1.0
+                g *= w[:, None]
+                if need_h:
+                    grad_h[start:stop] = (g.to(head_weight.dtype) @ head_weight).to(hidden.dtype)
+                if need_w:
+                    grad_w += g.T @ h.float()
+            del logits
+        ctx.save_for_backward(*(x for x in (grad_h, grad_w) if x is not None))
+        ctx.have, ctx.weight_dtype = (need_h, need_w), head_weight.dtype
+        ctx.mark_non_differentiable(nll)
+        return total, nll
+
+    @staticmethod
+    def backward(ctx, grad_total, _grad_nll):
+        saved, (need_h, need_w) = list(ctx.saved_tensors), ctx.have
+        grad_h = saved.pop(0) if need_h else None
+        grad_h = grad_h * grad_total.to(grad_h.dtype) if need_h else None
+        grad_w = (saved.pop(0) * grad_total).to(ctx.weight_dtype) if need_w else None
+        return grad_h, grad_w, None, None, None
 
 
 def chunked_nll(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor,
                 chunk: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """From hidden states [T, H] (after the final norm) and the LM head's weight [V, H]:
     (weighted sum, weight sum, per-token nll [T-1] detached), equal to `weighted_nll` on the full
-    logits. Each chunk's logits are recomputed in backward, so at most `chunk` x V logits live at once."""
+    logits, with its gradients; at most `chunk` x V logits exist at once."""
     hidden, targets, w = hidden[:-1], input_ids[1:].long(), weights[1:].float()  # position t-1 predicts token t
-    total = hidden.new_zeros((), dtype=torch.float32)
-    nll_all = []
-    for start in range(0, targets.shape[0], chunk):
-        h, t = hidden[start:start + chunk], targets[start:start + chunk]
-        nll = checkpoint(_chunk_nll, h, head_weight, t, use_reentrant=False) if torch.is_grad_enabled() \
-            else _chunk_nll(h, head_weight, t)
-        total = total + (w[start:start + chunk] * nll).sum()
-        nll_all.append(nll.detach())
-    return total, w.sum(), torch.cat(nll_all) if nll_all else w.new_zeros(0)
+    total, nll = _ChunkedWeightedNLL.apply(hidden, head_weight, targets, w, chunk)
+    return total, w.sum(), nll
