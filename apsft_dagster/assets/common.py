@@ -22,6 +22,15 @@ def check_result(name: str, problems: list[str]) -> dg.AssetCheckResult:
     )
 
 
+def completed(store, report: str, artifact: str) -> bool:
+    """A stage's artifact counts once its report (written last) exists and the artifact verifies
+    (HashMismatchError, naming the file, when it was changed after writing)."""
+    if not store.exists(report):
+        return False
+    store.verify(artifact)
+    return True
+
+
 def table_preview(frame: pl.DataFrame, rows: int = 10) -> dg.MetadataValue:
     return dg.MetadataValue.md(_markdown(frame.head(rows)))
 

@@ -3,11 +3,11 @@
 
 import dagster as dg
 
-from apsft_dagster.assets.common import OWNERS, check_result
+from apsft_dagster.assets.common import OWNERS, check_result, completed
 from apsft_dagster.assets.training import adapters
 from apsft_dagster.core.layout import TASK_CATALOG, merged_dir, merged_report, probe_report
 from apsft_dagster.core.model_dir import base_model_path
-from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
+from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.training.deploy import merge_policy
 from apsft_dagster.core.training.probe import compare, greedy_outputs, probe_prompts
 from apsft_dagster.partitions import policy_partitions
@@ -17,13 +17,6 @@ MERGE_CHECKS = {
     "merge_pairs": "exactly one changed base weight per LoRA pair, every other tensor bit-identical to the base files",
     "deployment_probe": "each merged model's greedy output differs from base on at least one probe prompt",
 }
-
-
-def merged(store: Store, policy: str) -> bool:
-    if not store.exists(merged_report(policy)):
-        return False
-    store.verify(merged_dir(policy))
-    return True
 
 
 @dg.asset(partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(), deps=[adapters],
@@ -38,7 +31,7 @@ def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResou
     base_out = greedy_outputs(generator.engine(), prompts, config.probe.max_new_tokens)
     reports, probes = {}, {}
     for i, policy in enumerate(context.partition_keys):
-        if merged(store, policy):
+        if completed(store, merged_report(policy), merged_dir(policy)):
             reports[policy], action = store.get_json(merged_report(policy)), "kept"
         else:
             generator.release()  # the merge needs the memory, not the engine

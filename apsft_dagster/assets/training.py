@@ -6,7 +6,7 @@ import math
 
 import dagster as dg
 
-from apsft_dagster.assets.common import OWNERS, check_result
+from apsft_dagster.assets.common import OWNERS, check_result, completed
 from apsft_dagster.assets.sft_arms import sft_arms, sft_manifest
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
@@ -23,14 +23,6 @@ ADAPTER_CHECKS = {
 }
 
 
-def finished(store: Store, policy: str) -> bool:
-    """A policy counts once its report (written last) exists and its adapter verifies."""
-    if not store.exists(adapter_report(policy)):
-        return False
-    store.verify(adapter_dir(policy))
-    return True
-
-
 def png_markdown(data: bytes, alt: str) -> dg.MetadataValue:
     return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(data).decode()})")
 
@@ -45,7 +37,7 @@ def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, 
     optimizer step the training matrix's device-hours are gated against the budget."""
     config, store = experiment.config(), experiment.store()
     manifest, manifest_sha, _ = verified_manifest(store, config)
-    todo = [p for p in context.partition_keys if not finished(store, p)]
+    todo = [p for p in context.partition_keys if not completed(store, adapter_report(p), adapter_dir(p))]
     gate = None
     if todo:
         measured = trainer.warmup(parse_policy(todo[0])[0])
