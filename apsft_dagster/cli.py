@@ -92,6 +92,18 @@ def _short(value) -> str:
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
+def _verdict(store: str, failed: list) -> None:
+    """After a run that reached the end: the verdict and where the report is."""
+    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION
+    from apsft_dagster.core.store import Store
+
+    s = Store(store)
+    if not failed and s.exists(REPORT_MARKDOWN) and s.exists(STAGE_A_DECISION):
+        decision = s.get_json(STAGE_A_DECISION)["decision"]
+        print(f"  verdict: {decision['verdict']}" + (" (SHORTEST_BANKING_LEADS)" if decision["shortest_leads"] else ""))
+        print(f"  report: {s.path(REPORT_MARKDOWN)}")
+
+
 def _summary(outcomes: list, stages: list, store: str) -> int:
     failed = [o for o in outcomes if not o.ok]
     checks = [c for o in outcomes for c in o.checks]
@@ -108,6 +120,7 @@ def _summary(outcomes: list, stages: list, store: str) -> int:
 
         print(f"  {len(alerts)} alert(s) written to {alert_path()}")
     print(f"  store: {store}")
+    _verdict(store, failed)
     if failed:
         print(f"  next: inspect the failed run in `apsft ui`; fix, then `apsft run --from {failed[0].job}`")
     else:
@@ -204,6 +217,23 @@ def audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def report(args: argparse.Namespace) -> int:
+    """Where the experiment report is, and the verdict it states."""
+    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION
+
+    _, store = _store(args)
+    if not store.exists(REPORT_MARKDOWN):
+        print(f"apsft: no report yet in {store.root}; run `apsft run` (or `apsft run --from stage_a_analysis_job`)",
+              file=sys.stderr)
+        return 2
+    store.verify(REPORT_MARKDOWN)
+    analysis = store.get_json(STAGE_A_DECISION)
+    print(f"verdict: {analysis['verdict']}" + (" (SHORTEST_BANKING_LEADS)" if analysis["decision"]["shortest_leads"]
+                                               else ""))
+    print(f"report: {store.path(REPORT_MARKDOWN)}")
+    return 0
+
+
 def validate(args: argparse.Namespace) -> int:
     config = load_config(args.profile, args.config)
     print(f"{config.profile}: valid, digest {config.digest}")
@@ -217,12 +247,13 @@ def main(argv: list[str] | None = None) -> int:
                                 ("validate", validate, "validate a profile and print its digest"),
                                 ("export-bank", export_bank, "export the trace bank as an inheritable bank"),
                                 ("amend", amend, "record a dated amendment or deviation (classified automatically)"),
-                                ("audit", audit, "run the SQL audits in dbt_like_sql/ and print them")):
+                                ("audit", audit, "run the SQL audits in dbt_like_sql/ and print them"),
+                                ("report", report, "print the experiment report's path and its verdict")):
         p = sub.add_parser(name, help=text)
         p.add_argument("--profile", help="configs/<profile>.yaml (default: $APSFT_PROFILE or smoke)")
         p.add_argument("--config", help="path to a profile YAML (wins over --profile)")
         p.set_defaults(handler=handler)
-        if name in ("run", "export-bank", "amend", "audit"):
+        if name in ("run", "export-bank", "amend", "audit", "report"):
             p.add_argument("--store", help="artifact store root (default: .apsft/store/<profile>)")
         if name == "export-bank":
             p.add_argument("--out", required=True, help="folder to write index.json and shards/ into")

@@ -11,8 +11,10 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from apsft_dagster.assets.analysis import experiment_report, stage_a_analysis
 from apsft_dagster.assets.audits import audit_assets
 from apsft_dagster.assets.base_model import base_model
+from apsft_dagster.assets.evaluation import stage_a_eval, stage_a_generations
 from apsft_dagster.assets.evidence_seal import evidence_seal
 from apsft_dagster.assets.merged_models import merged_models
 from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
@@ -49,6 +51,9 @@ STAGES = (
     Stage("sft_manifest_and_audits_job", (sft_manifest, *audit_assets)),
     Stage("adapters_job", (adapters,), engine=True, default_keys=STAGE_A_POLICIES),  # seed 43: when Stage B asks
     Stage("merged_models_job", (merged_models,), engine=True, default_keys=STAGE_A_POLICIES),
+    Stage("stage_a_generations_job", (stage_a_generations,), engine=True),
+    Stage("stage_a_eval_job", (stage_a_eval,)),
+    Stage("stage_a_analysis_job", (stage_a_analysis, experiment_report)),
 )
 ASSETS = [a for stage in STAGES for a in stage.assets]
 JOBS = [dg.define_asset_job(s.job, selection=list(s.assets), tags={"apsft/engine": str(s.engine).lower()})

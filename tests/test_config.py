@@ -38,7 +38,7 @@ def test_digest_is_canonical_and_sensitive(tmp_path):
     (lambda r: r["harvest"].update(samples_per_task="8"), r"harvest\.samples_per_task: Input should be a valid integer"),
     (lambda r: r["harvest"].update(temprature=1.0), r"harvest\.temprature: unknown key"),
     (lambda r: r["tasks"]["train"].update(total=19), r"tasks\.train\.total is 19 but 3 families x 3 levels x per_cell 2 = 18"),
-    (lambda r: r["tasks"]["held_family"].update(families=["caravan", "spindle"], total=6),
+    (lambda r: r["tasks"]["held_family"].update(families=["caravan", "spindle"], total=24),
      r"held_family\.families must not share a family"),
     (lambda r: r["tasks"]["train"].update(families=["caravan", "dune"], total=12), r"unknown \['dune'\]"),
     (lambda r: r.pop("scoring"), r"scoring: Field required"),

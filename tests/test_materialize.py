@@ -33,7 +33,7 @@ def test_catalog_checks_pass_and_metadata_is_reported(in_process):
     assert sorted(e.check_name for e in evaluations) == ["answer_not_in_prompt", "cell_counts", "eval_train_firewall"]
     assert all(e.passed for e in evaluations)
     catalog = store.get_parquet(TASK_CATALOG)
-    assert catalog.height == 18 + 9 + 3 + 6
+    assert catalog.height == 18 + 36 + 12 + 24
 
 
 def test_base_model_is_a_partly_capable_policy(in_process):
@@ -97,6 +97,16 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
             assert first.verify(name) == second.verify(name), name
         files = json.loads(first.receipt_path(merged_dir(policy)).read_text())["files"]
         assert files == json.loads(second.receipt_path(merged_dir(policy)).read_text())["files"]
+    # the evaluation tables, the analysis and the report with its plots
+    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION, eval_generations, eval_table, report_plot
+    from apsft_dagster.core.report import PLOTS
+    from apsft_dagster.core.training.policies import stage_a_eval_keys
+
+    for policy in stage_a_eval_keys(load_config("smoke")):
+        assert first.verify(eval_generations(policy)) == second.verify(eval_generations(policy)), policy
+        assert first.verify(eval_table(policy)) == second.verify(eval_table(policy)), policy
+    for name in (STAGE_A_DECISION, REPORT_MARKDOWN, *(report_plot(p) for p in PLOTS)):
+        assert first.verify(name) == second.verify(name), name
 
 
 def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_process, tmp_path, monkeypatch):

@@ -125,12 +125,12 @@ def test_config_change_and_late_amendment_are_named(sealed_copy, tmp_path):
     changed = load_config(path=variant_config(tmp_path, lambda raw: raw["selection"].update(band=0.3)))
     with pytest.raises(SealError, match="config digest is"):
         verify_seal(sealed_copy, changed)
-    record = amendments.record_amendment(sealed_copy, "band 0.25 -> 0.30 after seeing scores")
-    assert record["classification"] == "post-rollout deviation"
+    record = amendments.record_amendment(sealed_copy, "band 0.25 -> 0.30 after seeing the outcomes")
+    assert record["classification"] == "post-outcome deviation"  # the smoke store holds Stage A results
     with pytest.raises(SealError, match="an amendment was recorded after sealing"):
         verify_seal(sealed_copy, load_config("smoke"))
     doc, _ = seal(sealed_copy, load_config("smoke"))  # resealing shows it, classified
-    assert doc["amendments"]["records"][0]["classification"] == "post-rollout deviation"
+    assert doc["amendments"]["records"][0]["classification"] == "post-outcome deviation"
     verify_seal(sealed_copy, load_config("smoke"))
 
 

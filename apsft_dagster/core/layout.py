@@ -98,3 +98,21 @@ def merged_report(policy: str) -> str:
 
 def probe_report(policy: str) -> str:
     return f"{DEPLOYMENT_PROBE}/{policy}.json"
+
+
+def eval_generations(policy: str) -> str:
+    """A policy's raw greedy generations on the Stage A splits, keyed for reuse."""
+    return f"{STAGE_A_EVAL}/generations/{policy}.parquet"
+
+
+def eval_table(policy: str) -> str:
+    """A policy's parsed Stage A evaluation: one row per task."""
+    return f"{STAGE_A_EVAL}/{policy}.parquet"
+
+
+STAGE_A_DECISION = f"{STAGE_A_ANALYSIS}/analysis.json"
+REPORT_MARKDOWN = f"{REPORT}/report.md"
+
+
+def report_plot(name: str) -> str:
+    return f"{REPORT}/{name}.png"

@@ -11,12 +11,15 @@ from apsft_dagster.core.config import Sampling
 
 @dataclass(frozen=True)
 class GenerationRequest:
-    """`n` samples continuing `prompt_ids` exactly (token ids, never re-tokenized text)."""
+    """`n` samples continuing `prompt_ids` exactly (token ids, never re-tokenized text).
+    `stop_token_ids` replaces the engine's stop tokens for this request (e.g. evaluation stops
+    only at the end of turn, not at `</think>`)."""
 
     prompt_ids: tuple[int, ...]
     n: int
     max_tokens: int
     seed: int
+    stop_token_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -37,9 +37,39 @@ class TransformersEngine:
         """Drop the model; the caller frees memory once no reference is left (`free_memory`)."""
         self.model = None
 
+    batch_size = 16  # greedy single-sample requests are generated this many at a time
+
     @torch.no_grad()
     def generate(self, requests: Sequence[GenerationRequest], sampling: Sampling) -> list[list[Completion]]:
-        return [self._one(request, sampling) for request in requests]
+        """Sampled requests one at a time (each with its own seed); greedy single-sample requests
+        in left-padded batches, longest prompts first, grouped by stop tokens and length limit."""
+        if sampling.temperature != 0 or any(r.n != 1 for r in requests):
+            return [self._one(request, sampling) for request in requests]
+        out: list[list[Completion] | None] = [None] * len(requests)
+        order = sorted(range(len(requests)), key=lambda i: (self._stops(requests[i]), requests[i].max_tokens,
+                                                             -len(requests[i].prompt_ids), i))
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start:start + self.batch_size]
+            groups: dict = {}
+            for i in chunk:
+                groups.setdefault((self._stops(requests[i]), requests[i].max_tokens), []).append(i)
+            for (stops, max_tokens), members in groups.items():
+                for i, completion in zip(members, self._greedy([requests[i] for i in members], stops, max_tokens)):
+                    out[i] = [completion]
+        return out
+
+    def _stops(self, request: GenerationRequest) -> tuple[int, ...]:
+        return tuple(request.stop_token_ids or self.stop_token_ids)
+
+    def _greedy(self, requests: Sequence[GenerationRequest], stops: tuple[int, ...], max_tokens: int) -> list[Completion]:
+        pad, width = self.tokenizer.pad_token_id, max(len(r.prompt_ids) for r in requests)
+        ids = torch.tensor([[pad] * (width - len(r.prompt_ids)) + list(r.prompt_ids) for r in requests],
+                           device=self.model.device)
+        mask = torch.tensor([[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in requests],
+                            device=self.model.device)
+        out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens, do_sample=False,
+                                  eos_token_id=list(stops), pad_token_id=pad)
+        return [cut_at_stop(row, stops, max_tokens) for row in out[:, width:].tolist()]
 
     def _one(self, request: GenerationRequest, sampling: Sampling) -> list[Completion]:
         device = self.model.device
@@ -49,6 +79,6 @@ class TransformersEngine:
         torch.manual_seed(request.seed)  # seeds CPU and every CUDA device
         out = self.model.generate(
             input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=request.max_tokens,
-            num_return_sequences=request.n, eos_token_id=list(self.stop_token_ids),
+            num_return_sequences=request.n, eos_token_id=list(self._stops(request)),
             pad_token_id=self.tokenizer.pad_token_id, **knobs)
-        return [cut_at_stop(row, self.stop_token_ids, request.max_tokens) for row in out[:, ids.shape[1]:].tolist()]
+        return [cut_at_stop(row, self._stops(request), request.max_tokens) for row in out[:, ids.shape[1]:].tolist()]

@@ -34,7 +34,8 @@ class VllmEngine:
         prompts = [TokensPrompt(prompt_token_ids=list(r.prompt_ids)) for r in requests]
         params = [SamplingParams(**sampling_kwargs(r, sampling, self.stop_token_ids)) for r in requests]
         results = self.llm.generate(prompts, params, use_tqdm=False)
-        return [[completion(o, self.stop_token_ids) for o in result.outputs] for result in results]
+        return [[completion(o, r.stop_token_ids or self.stop_token_ids) for o in result.outputs]
+                for r, result in zip(requests, results)]
 
     def close(self) -> None:
         """Release the model: this engine owns its LLM, so the distributed state goes too."""
@@ -47,7 +48,8 @@ def sampling_kwargs(request: GenerationRequest, sampling: Sampling, stop_token_i
     as in the Transformers engine (vLLM would otherwise also stop on the model's own EOS ids
     from its tokenizer and generation_config, e.g. Qwen's <|endoftext|>)."""
     return {"n": request.n, "seed": request.seed, "temperature": sampling.temperature, "top_p": sampling.top_p,
-            "top_k": sampling.top_k, "max_tokens": request.max_tokens, "stop_token_ids": list(stop_token_ids),
+            "top_k": sampling.top_k, "max_tokens": request.max_tokens,
+            "stop_token_ids": list(request.stop_token_ids or stop_token_ids),
             "ignore_eos": True, "skip_special_tokens": False}
 
 

@@ -33,3 +33,11 @@ def replication_policies(config: Config) -> list[str]:
 
 def policy_keys(config: Config) -> list[str]:
     return stage_a_policies(config) + replication_policies(config)
+
+
+BASE = "base"  # the untrained base model, evaluated beside the policies
+
+
+def stage_a_eval_keys(config: Config) -> list[str]:
+    """What Stage A evaluates: base and the six Stage A policies."""
+    return [BASE, *stage_a_policies(config)]

@@ -1,0 +1,92 @@
+"""The Stage A decision (docs/PROTOCOL.md §13), from one table of per-task results.
+
+`results` holds one row per (policy, task): `arm` (`base` or an arm name), `task_id`, `split`
+(`core_iid`, `core_hard`, `held_family`), `family`, `correct`, `parsed`. The strongest trace
+baseline is the best core-IID accuracy among random_natural, success_rft, shortest_natural
+(ties: first in that order). A potential arm triggers Stage B only when every condition holds;
+each is returned on its own, so a report can show which one failed. Comparisons allow for float
+rounding (1e-9): an accuracy gap of 0.58 - 0.55 meets a 0.03 threshold.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from apsft_dagster.core.config import StageB
+from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.stats import paired_bootstrap
+
+BASELINES = ("random_natural", "success_rft", "shortest_natural")
+POTENTIAL = ("answer_potential", "joint_potential")
+SHUFFLE, SHORTEST = "potential_shuffle", "shortest_natural"
+SPLITS = ("core_iid", "core_hard", "held_family")
+COLUMNS = {"arm": pl.String, "task_id": pl.String, "split": pl.String, "family": pl.String, "correct": pl.Boolean,
+           "parsed": pl.Boolean}
+EPS = 1e-9
+STAGE_B, NEGATIVE = "STAGE_B", "CORE_BANKING_NEGATIVE"
+
+
+def _check(results: pl.DataFrame) -> None:
+    missing = [c for c in COLUMNS if c not in results.columns]
+    if missing:
+        raise ValueError(f"stage_a_decision: results lack columns {missing} (need {list(COLUMNS)})")
+    arms = set(results["arm"].unique())
+    absent = sorted(set(ARMS) - arms)
+    if absent:
+        raise ValueError(f"stage_a_decision: no results for arms {absent}")
+    bad = sorted(set(results["split"].unique()) - set(SPLITS))
+    if bad:
+        raise ValueError(f"stage_a_decision: unknown splits {bad} (known {list(SPLITS)})")
+    dupes = results.filter(pl.struct("arm", "task_id").is_duplicated())
+    if dupes.height:
+        raise ValueError(f"stage_a_decision: {dupes.height} duplicated (arm, task_id) rows, e.g. {dupes.row(0)}")
+    tasks = results.group_by("arm").agg(pl.col("task_id").sort().alias("t"))
+    if tasks["t"].n_unique() != 1:
+        raise ValueError("stage_a_decision: arms were evaluated on different task sets")
+
+
+def accuracy(rows: pl.DataFrame) -> float:
+    return float(rows["correct"].mean()) if rows.height else float("nan")
+
+
+def family_macro(rows: pl.DataFrame) -> float:
+    """Mean over families of each family's accuracy on all its Stage A tasks."""
+    return float(rows.group_by("family").agg(pl.col("correct").mean())["correct"].mean())
+
+
+def stage_a_decision(results: pl.DataFrame, *, n_resamples: int = 10_000, seed: int = 0,
+                     thresholds: StageB | None = None, confidence: float = 0.95) -> dict:
+    """The strongest baseline, every trigger condition of each potential arm, the verdict."""
+    if thresholds is None:
+        from apsft_dagster.core.config import load_config
+
+        thresholds = load_config().stage_b
+    _check(results)
+    by_arm = {arm: results.filter(pl.col("arm") == arm) for arm in ARMS}
+    iid = {arm: rows.filter(pl.col("split") == "core_iid").sort("task_id") for arm, rows in by_arm.items()}
+    acc = {arm: accuracy(rows) for arm, rows in iid.items()}
+    best = max(acc[b] for b in BASELINES)
+    baseline = next(b for b in BASELINES if acc[b] >= best - EPS)
+    conditions = {}
+    for arm in POTENTIAL:
+        mean, lower, upper = paired_bootstrap(iid[arm]["correct"].cast(pl.Float64).to_numpy(),
+                                              iid[baseline]["correct"].cast(pl.Float64).to_numpy(),
+                                              n_resamples=n_resamples, seed=seed, confidence=confidence)
+        c = {"margin": acc[arm] - acc[baseline], "lower": lower, "upper": upper,
+             "beats_shuffle": acc[arm] > acc[SHUFFLE] + EPS,
+             "parse_rate_loss": float(by_arm[baseline]["parsed"].mean()) - float(by_arm[arm]["parsed"].mean()),
+             "family_macro_loss": family_macro(by_arm[baseline]) - family_macro(by_arm[arm]),
+             "gate_reachable": acc[baseline] + thresholds.min_gain <= 1 + EPS}
+        c["checks"] = {"margin": c["margin"] >= thresholds.min_gain - EPS,
+                       "lower": lower > thresholds.min_lower_bound + EPS,
+                       "beats_shuffle": c["beats_shuffle"],
+                       "parse_rate_loss": c["parse_rate_loss"] <= thresholds.max_parse_rate_loss + EPS,
+                       "family_macro_loss": c["family_macro_loss"] <= thresholds.max_family_macro_loss + EPS,
+                       "gate_reachable": c["gate_reachable"]}
+        c["triggered"] = all(c["checks"].values())
+        conditions[arm] = c
+    triggered = [arm for arm in POTENTIAL if conditions[arm]["triggered"]]
+    return {"accuracy": acc, "strongest_baseline": baseline, "conditions": conditions, "triggered": triggered,
+            "verdict": STAGE_B if triggered else NEGATIVE,
+            "shortest_leads": all(acc[SHORTEST] > acc[a] + EPS for a in ARMS if a != SHORTEST),
+            "thresholds": thresholds.model_dump(), "n_resamples": n_resamples, "seed": seed}

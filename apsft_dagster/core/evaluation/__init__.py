@@ -1,0 +1,1 @@
+"""Stage A (and Stage B) evaluation: cached greedy generations, then parsing (docs/PROTOCOL.md §13)."""

@@ -1,0 +1,94 @@
+"""Greedy natural-thinking generations on the sealed eval splits, cached by what determines them.
+
+A generation's key is the SHA-256 of everything that decides its tokens: the model fingerprint,
+the tokenizer's and chat template's digests, the prompt token ids, the sampling settings, the
+token allowance, the engine and its version. A policy's generations are one Parquet file of
+(task, key, completion token ids, finish reason); a rerun reuses every row whose key still
+matches and generates only the rest, so a change to the parser (a separate step) never
+regenerates, and a changed model regenerates everything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import polars as pl
+
+from apsft_dagster.core.engines.base import GenerationRequest
+from apsft_dagster.core.protocol import IM_END, format_prompt
+from apsft_dagster.core.training.probe import GREEDY
+
+EVAL_SPLITS = ("core_iid", "core_hard", "held_family")
+SCHEMA = {"task_id": pl.String, "key": pl.String, "prompt_tokens": pl.Int64, "token_ids": pl.List(pl.Int64),
+          "finish_reason": pl.String}
+
+
+def eval_tasks(catalog: pl.DataFrame, splits: tuple[str, ...] = EVAL_SPLITS) -> pl.DataFrame:
+    return catalog.filter(pl.col("split").is_in(list(splits))).sort("task_id")
+
+
+def tokenizer_digests(model_dir: str | Path) -> dict[str, str]:
+    """SHA-256 of the tokenizer files and of the chat template (config or template file)."""
+    root = Path(model_dir)
+
+    def sha(name: str) -> str | None:
+        p = root / name
+        return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+
+    template = sha("chat_template.jinja")
+    if template is None and (root / "tokenizer_config.json").is_file():
+        raw = json.loads((root / "tokenizer_config.json").read_text()).get("chat_template")
+        template = hashlib.sha256(json.dumps(raw).encode()).hexdigest()
+    return {"tokenizer": sha("tokenizer.json") or sha("tokenizer_config.json") or "", "chat_template": template or ""}
+
+
+def engine_identity(engine) -> str:
+    """`<engine class> <library version>`: a generation from another engine or version is another key."""
+    name = type(engine).__name__
+    try:
+        import importlib.metadata as md
+
+        version = md.version("vllm" if "Vllm" in name else "transformers")
+    except Exception:  # an engine from a test harness: its class name is its identity
+        version = "unknown"
+    return f"{name} {version}"
+
+
+def generation_key(model_fingerprint: str, digests: dict[str, str], prompt_ids: list[int], max_tokens: int,
+                   engine: str) -> str:
+    body = {"model": model_fingerprint, **digests, "prompt_ids": prompt_ids, "sampling": GREEDY.model_dump(),
+            "max_tokens": max_tokens, "engine": engine, "stop": IM_END}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def generate_policy(engine, tasks: pl.DataFrame, model_fingerprint: str, model_dir: str | Path, max_tokens: int,
+                    previous: pl.DataFrame | None, progress: Callable[[int, int], None] = lambda done, total: None,
+                    chunk: int = 64) -> tuple[pl.DataFrame, dict]:
+    """(one row per task, figures): rows of `previous` with a matching key are reused."""
+    tok = engine.tokenizer
+    end = tok.convert_tokens_to_ids(IM_END)
+    digests, identity = tokenizer_digests(model_dir), engine_identity(engine)
+    prompts = [tok(format_prompt(p), add_special_tokens=False)["input_ids"] for p in tasks["prompt"]]
+    keys = [generation_key(model_fingerprint, digests, ids, max_tokens, identity) for ids in prompts]
+    cached = {} if previous is None else {r["key"]: r for r in previous.iter_rows(named=True)}
+    todo = [i for i, k in enumerate(keys) if k not in cached]
+    made = {}
+    for start in range(0, len(todo), chunk):
+        part = todo[start:start + chunk]
+        requests = [GenerationRequest(tuple(prompts[i]), 1, max_tokens, 0, stop_token_ids=(end,)) for i in part]
+        for i, samples in zip(part, engine.generate(requests, GREEDY)):
+            made[i] = samples[0]
+        progress(min(start + chunk, len(todo)), len(todo))
+    rows = []
+    for i, (task_id, key) in enumerate(zip(tasks["task_id"], keys)):
+        if i in made:
+            rows.append({"task_id": task_id, "key": key, "prompt_tokens": len(prompts[i]),
+                         "token_ids": list(made[i].token_ids), "finish_reason": made[i].finish_reason})
+        else:
+            rows.append({c: cached[key][c] for c in SCHEMA})
+    frame = pl.DataFrame(rows, schema=SCHEMA)
+    new_tokens = sum(len(made[i].token_ids) for i in made)
+    return frame, {"generated": len(made), "reused": len(keys) - len(made), "new_tokens": new_tokens}

@@ -1,0 +1,50 @@
+"""Parsing a generation into the evaluation table (kept apart from generating: a parser change
+never regenerates).
+
+A completion is natural thinking: the thought, `</think>`, then `\\n\\nANSWER: <answer>` and the
+end of turn. `closed` = `</think>` was emitted within the allowance; `parsed` = an `ANSWER:` line
+was found after `</think>`; `correct` = its normalized answer equals the canonical answer;
+`loop` = the thought's tokens end in an exact periodic loop (the trace bank's detector).
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from apsft_dagster.core.config import LoopThresholds
+from apsft_dagster.core.loops import find_loop
+from apsft_dagster.core.protocol import THINK_CLOSE
+from apsft_dagster.core.tasks import parse_answer
+
+SCHEMA = {"policy": pl.String, "arm": pl.String, "seed": pl.Int64, "task_id": pl.String, "split": pl.String,
+          "family": pl.String, "level": pl.Int64, "prompt_tokens": pl.Int64, "completion_tokens": pl.Int64,
+          "thought_tokens": pl.Int64, "forward_tokens": pl.Int64, "finish_reason": pl.String, "closed": pl.Boolean,
+          "loop": pl.Boolean, "parsed": pl.Boolean, "answer": pl.String, "correct": pl.Boolean,
+          "token_ids": pl.List(pl.Int64), "text": pl.String}
+
+
+def parse_one(token_ids: list[int], tokenizer, close_id: int, canonical: str, loop: LoopThresholds) -> dict:
+    text = tokenizer.decode(token_ids, skip_special_tokens=False)
+    closed = close_id in token_ids
+    thought_ids = token_ids[:token_ids.index(close_id)] if closed else token_ids
+    answer = parse_answer(text.split(THINK_CLOSE, 1)[1]) if closed else None
+    return {"closed": closed, "thought_tokens": len(thought_ids), "text": text,
+            "loop": find_loop(thought_ids, loop.min_repeats, loop.max_period, loop.min_span) is not None,
+            "parsed": answer is not None, "answer": answer, "correct": answer is not None and answer == canonical}
+
+
+def eval_table(policy: str, arm: str, seed: int | None, generations: pl.DataFrame, tasks: pl.DataFrame, tokenizer,
+               loop: LoopThresholds) -> pl.DataFrame:
+    """One row per eval task, in task order."""
+    close_id = tokenizer.convert_tokens_to_ids(THINK_CLOSE)
+    by_task = {r["task_id"]: r for r in generations.iter_rows(named=True)}
+    rows = []
+    for task in tasks.sort("task_id").iter_rows(named=True):
+        g = by_task[task["task_id"]]
+        ids = list(g["token_ids"])
+        rows.append({"policy": policy, "arm": arm, "seed": seed, "task_id": task["task_id"], "split": task["split"],
+                     "family": task["family"], "level": task["level"], "prompt_tokens": g["prompt_tokens"],
+                     "completion_tokens": len(ids), "forward_tokens": g["prompt_tokens"] + len(ids),
+                     "finish_reason": g["finish_reason"], "token_ids": ids,
+                     **parse_one(ids, tokenizer, close_id, task["answer"], loop)})
+    return pl.DataFrame(rows, schema=SCHEMA)

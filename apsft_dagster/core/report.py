@@ -1,0 +1,109 @@
+"""The experiment report: Markdown in the shape of the seed's, and its plots (docs/PROTOCOL.md §14).
+
+Built only from stored, receipted artifacts; no timestamp and fixed float formats, so a rerun
+writes the same bytes. Sections: question, status and verdict, harvest funnel, parity, selection
+(modes, fallback gaps), dose and device-hours, training, Stage A table with intervals, each gate
+condition, the joint arm's strata, amendments with their derived classes, artifact hashes.
+"""
+
+from __future__ import annotations
+
+import polars as pl
+
+from apsft_dagster.core import amendments, report_plots
+from apsft_dagster.core.config import Config
+from apsft_dagster.core.layout import (EVIDENCE_SEAL, PARITY_GATE, SFT_MANIFEST, STAGE_A_DECISION, TRACE_BANK,
+                                       adapter_report, arm_rows, eval_table, merged_report, probe_report,
+                                       summary_file)
+from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.store import Store
+from apsft_dagster.core.training.policies import BASE, stage_a_policies
+
+QUESTION = ("Does training on the thoughts that most raise the likelihood of the correct answer (answer or joint "
+            "potential) bank more reasoning than training on ordinary traces of the same tasks?")
+PLOTS = ("accuracy", "fallback_gaps", "thought_lengths", "loss_curves")
+
+
+def _f(value, digits: int = 4) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def _table(rows: list[dict]) -> list[str]:
+    if not rows:
+        return ["(none)"]
+    head = list(rows[0])
+    return (["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            + ["| " + " | ".join(_f(r[h]) for h in head) + " |" for r in rows])
+
+
+def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
+    analysis = store.get_json(STAGE_A_DECISION)
+    decision, figures = analysis["decision"], analysis["policies"]
+    manifest, funnel, parity = store.get_json(SFT_MANIFEST), store.get_json(summary_file(TRACE_BANK)), \
+        store.get_json(PARITY_GATE)
+    policies = stage_a_policies(config)
+    adapters = {p: store.get_json(adapter_report(p)) for p in policies}
+    merged = {p: store.get_json(merged_report(p)) for p in policies}
+    probes = {p: store.get_json(probe_report(p)) for p in policies}
+    rows = {arm: store.get_parquet(arm_rows(arm)) for arm in ARMS}
+    gaps = {arm: rows[arm].filter(pl.col("mode").is_in(["near_best_diverse", "fallback_second"]))["gap"].to_list()
+            for arm in ("answer_potential", "joint_potential")}
+    lines = [f"# Experiment report ({config.profile} profile)", "", "## Question", "", QUESTION, "",
+             "## Status and verdict", "",
+             f"- Stage A verdict: **{analysis['verdict']}** (strongest trace baseline: "
+             f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
+             f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
+             "(shortest_natural strictly above every other arm on core IID)",
+             "- Stage B: " + ("to run for the triggered arm(s)" if decision["triggered"] else
+                              "not run (no potential arm cleared every Stage A condition)"), "",
+             "## Harvest funnel", "", *_table([funnel | {"excluded_tasks": len(funnel["excluded_tasks"])}]), "",
+             "## Parity gate", "",
+             f"Worst metric {parity['worst_metric']} = {_f(parity['worst_value'], 6)} against threshold "
+             f"{parity['threshold']}: {'passed' if parity['passed'] else 'failed'} "
+             f"(scoring instrument: {config.scoring.instrument}).", "",
+             "## Selection", "",
+             *_table([{"arm": e["arm"], "rows": e["rows"], "tasks": e["tasks"], "unique_sources": e["unique_sources"],
+                       "modes": ", ".join(f"{m} {n}" for m, n in e["mode_counts"].items()),
+                       "thought_tokens": e["thought_tokens"], "forward_tokens": e["forward_tokens"],
+                       "device_hours": f"{e['device_hours']['low']:.4f}-{e['device_hours']['high']:.4f}"}
+                      for e in manifest["arms"]]), "",
+             "Second-row score gaps (best - chosen, nats per token): "
+             + "; ".join(f"{a}: {len(g)} rows, median {_f(float(pl.Series(g).median()) if g else None)}"
+                         for a, g in gaps.items()), "",
+             f"Dose: {manifest['forward_tokens']:,} forward tokens for the six arms at {config.training.epochs} epochs.",
+             "", "## Training", "",
+             *_table([{"policy": p, "steps": a["optimizer_steps"], "lora_pairs": a["lora_pairs"],
+                       "first_loss": a["curve"][0]["loss"], "final_loss": a["curve"][-1]["loss"],
+                       "base_weights": a["base_weights"], "merged_changed": merged[p]["changed_tensors"],
+                       "probe_differs": f"{probes[p]['differing']}/{probes[p]['prompts']}"}
+                      for p, a in adapters.items()]), "",
+             "## Stage A", "",
+             *_table([{"policy": p, "core_iid": f["core_iid_accuracy"],
+                       "interval": f"[{_f(f['core_iid_lower'], 3)}, {_f(f['core_iid_upper'], 3)}]",
+                       "core_hard": f["core_hard_accuracy"], "held_family": f["held_family_accuracy"],
+                       "parse": f["parse_rate"], "closed": f["close_rate"], "loops": f["loop_rate"],
+                       "family_macro": f["family_macro"], "thought_median": f["thought_tokens_median"],
+                       "forward_tokens": f["forward_tokens"]} for p, f in figures.items()]), "",
+             "### Stage B trigger, condition by condition", "",
+             *_table([{"arm": arm, "margin": c["margin"], "lower": c["lower"], "upper": c["upper"],
+                       **{k: "pass" if ok else "FAIL" for k, ok in c["checks"].items()},
+                       "triggered": "yes" if c["triggered"] else "no"}
+                      for arm, c in decision["conditions"].items()]), "",
+             "Thresholds: " + ", ".join(f"{k} {v}" for k, v in decision["thresholds"].items()) + ".", "",
+             "### Joint arm by selection stratum", "",
+             *_table([{"stratum": k, **v} for k, v in analysis["joint_strata"]["strata"].items()]), "",
+             "## Amendments and deviations", "",
+             *_table([{"seq": r["seq"], "date": r["date"], "class": r["classification"], "text": r["text"]}
+                      for r in amendments.classified(store)]), "",
+             "## Artifact hashes", "",
+             *_table([{"artifact": name, "sha256": store.verify(name)}
+                      for name in (EVIDENCE_SEAL, SFT_MANIFEST, STAGE_A_DECISION,
+                                   *(eval_table(p) for p in (BASE, *policies)))]
+                     + [{"artifact": f"merged model {p}", "sha256": m["fingerprint"]} for p, m in merged.items()]), "",
+             "## Plots", "", *(f"![{name}]({name}.png)" for name in PLOTS), ""]
+    tables = {p: store.get_parquet(eval_table(p)) for p in (BASE, *policies)}
+    plots = {"accuracy": report_plots.accuracy_plot(figures), "fallback_gaps": report_plots.gap_histogram(gaps),
+             "thought_lengths": report_plots.thought_lengths({p: t["thought_tokens"].to_list()
+                                                             for p, t in tables.items()}),
+             "loss_curves": report_plots.loss_curves({p: a["curve"] for p, a in adapters.items()})}
+    return "\n".join(lines), plots
