@@ -94,14 +94,25 @@ def _short(value) -> str:
 
 def _verdict(store: str, failed: list) -> None:
     """After a run that reached the end: the verdict and where the report is."""
-    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION
     from apsft_dagster.core.store import Store
 
     s = Store(store)
-    if not failed and s.exists(REPORT_MARKDOWN) and s.exists(STAGE_A_DECISION):
-        decision = s.get_json(STAGE_A_DECISION)["decision"]
-        print(f"  verdict: {decision['verdict']}" + (" (SHORTEST_BANKING_LEADS)" if decision["shortest_leads"] else ""))
+    if not failed and (line := _verdict_line(s)):
+        print(f"  verdict: {line}")
+        from apsft_dagster.core.layout import REPORT_MARKDOWN
+
         print(f"  report: {s.path(REPORT_MARKDOWN)}")
+
+
+def _verdict_line(store) -> str | None:
+    """The final verdict, SHORTEST_BANKING_LEADS beside it, and the rule that fired."""
+    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION
+
+    if not all(store.exists(n) for n in (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION)):
+        return None
+    final, stage_a = store.get_json(STAGE_B_DECISION), store.get_json(STAGE_A_DECISION)["decision"]
+    leads = " (SHORTEST_BANKING_LEADS)" if stage_a["shortest_leads"] else ""
+    return f"{final['final_verdict']}{leads}: {final['rule']}"
 
 
 def _summary(outcomes: list, stages: list, store: str) -> int:
@@ -219,7 +230,7 @@ def audit(args: argparse.Namespace) -> int:
 
 def report(args: argparse.Namespace) -> int:
     """Where the experiment report is, and the verdict it states."""
-    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION
+    from apsft_dagster.core.layout import REPORT_MARKDOWN
 
     _, store = _store(args)
     if not store.exists(REPORT_MARKDOWN):
@@ -227,9 +238,7 @@ def report(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     store.verify(REPORT_MARKDOWN)
-    analysis = store.get_json(STAGE_A_DECISION)
-    print(f"verdict: {analysis['verdict']}" + (" (SHORTEST_BANKING_LEADS)" if analysis["decision"]["shortest_leads"]
-                                               else ""))
+    print(f"verdict: {_verdict_line(store)}")
     print(f"report: {store.path(REPORT_MARKDOWN)}")
     return 0
 

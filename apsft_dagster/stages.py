@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from apsft_dagster.assets.analysis import experiment_report, stage_a_analysis
+from apsft_dagster.assets.analysis import experiment_report, stage_a_analysis, stage_b_analysis
 from apsft_dagster.assets.audits import audit_assets
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.evaluation import stage_a_eval, stage_a_generations
@@ -53,7 +53,7 @@ STAGES = (
     Stage("merged_models_job", (merged_models,), engine=True, default_keys=STAGE_A_POLICIES),
     Stage("stage_a_generations_job", (stage_a_generations,), engine=True),
     Stage("stage_a_eval_job", (stage_a_eval,)),
-    Stage("stage_a_analysis_job", (stage_a_analysis, experiment_report)),
+    Stage("analysis_and_report_job", (stage_a_analysis, stage_b_analysis, experiment_report)),
 )
 ASSETS = [a for stage in STAGES for a in stage.assets]
 JOBS = [dg.define_asset_job(s.job, selection=list(s.assets), tags={"apsft/engine": str(s.engine).lower()})

@@ -44,7 +44,7 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
                                             "score_bank_job", "score_bank_index_job", "r1_labels_job",
                                             "r1_labels_index_job", "evidence_seal_job", "sft_arms_job",
                                             "sft_manifest_and_audits_job", "adapters_job", "merged_models_job",
-                                            "stage_a_generations_job", "stage_a_eval_job", "stage_a_analysis_job"]
+                                            "stage_a_generations_job", "stage_a_eval_job", "analysis_and_report_job"]
     assert defs.resolve_job_def("trace_bank_job").partitions_def == train_task_partitions
     assert defs.resolve_job_def("sft_arms_job").partitions_def.get_partition_keys() == list(ARMS)
     assert len(defs.sensors) == 2

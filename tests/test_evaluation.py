@@ -100,10 +100,16 @@ def test_the_report_is_written_with_its_plots(smoke_run):
     from apsft_dagster.core.layout import REPORT_MARKDOWN, report_plot
     from apsft_dagster.core.report import PLOTS
 
+    from apsft_dagster.core.layout import STAGE_B_DECISION
+
     _, store = smoke_run
     text = store.get_bytes(REPORT_MARKDOWN).decode()
     verdict = store.get_json(STAGE_A_DECISION)["verdict"]
-    assert f"Stage A verdict: **{verdict}**" in text
+    final = store.get_json(STAGE_B_DECISION)
+    assert f"Stage A verdict: **{verdict}**" in text and f"Final verdict: **{final['final_verdict']}**" in text
+    if not final["plan"]["triggered"]:  # Stage B records why it did not run; the Stage A verdict is final
+        assert final["final_verdict"] == verdict == "CORE_BANKING_NEGATIVE" and "not triggered" in text
+        assert final["plan"]["reasons"]["answer_potential"] and final["plan"]["replication_policies"] == []
     for section in ("## Harvest funnel", "## Parity gate", "## Selection", "## Training", "## Stage A",
                     "### Stage B trigger, condition by condition", "## Amendments and deviations", "## Artifact hashes"):
         assert section in text

@@ -62,7 +62,32 @@ def stage_a_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
                               metadata={"base_core_iid_accuracy": base})
 
 
-@dg.asset(deps=[stage_a_analysis], group_name="evaluation", kinds={"markdown"}, owners=OWNERS)
+@dg.asset(deps=[stage_a_analysis], group_name="stage_b", kinds={"json"}, owners=OWNERS)
+def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
+    """Stage B runs only when Stage A triggers. Not triggered: this records it, with each potential
+    arm's failed conditions, and the Stage A verdict is final. Triggered: the plan (winner, its
+    strongest baseline, the seed-43 policies, the arms sampled k times)."""
+    from apsft_dagster.core.layout import STAGE_B_DECISION
+    from apsft_dagster.core.stage_b import final_verdict, plan
+
+    config, store = experiment.config(), experiment.store()
+    analysis = store.get_json(STAGE_A_DECISION)
+    stage_b = plan(analysis["decision"], config.seeds.replication)
+    verdict, rule = final_verdict(analysis["verdict"], None, None, None)
+    if stage_b["triggered"]:
+        rule = ("Stage A triggered Stage B for " + stage_b["winner"] + "; the Stage B evaluation is not built in this "
+                "version, so the Stage A verdict stands")
+    document = {"format": "apsft-stage-b/1", "stage_a_verdict": analysis["verdict"], "plan": stage_b,
+                "final_verdict": verdict, "rule": rule}
+    digest = store.put_json(STAGE_B_DECISION, document)
+    context.log.info(f"final verdict: {verdict} ({rule})")
+    return dg.MaterializeResult(
+        metadata={"triggered": stage_b["triggered"], "final_verdict": verdict, "rule": rule,
+                  "reasons": dg.MetadataValue.json(stage_b["reasons"]), "sha256": digest},
+        data_version=dg.DataVersion(digest))
+
+
+@dg.asset(deps=[stage_b_analysis], group_name="report", kinds={"markdown"}, owners=OWNERS)
 def experiment_report(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     """The report a researcher reads at the end: Markdown and PNG plots through the store; the same
     Markdown (and the accuracy plot) in this asset's metadata."""
@@ -74,7 +99,9 @@ def experiment_report(context: dg.AssetExecutionContext, experiment: ExperimentR
     markdown, plots = build_report(store, config)
     hashes = {name: store.put_bytes(report_plot(name), data) for name, data in plots.items()}
     digest = store.put_bytes(REPORT_MARKDOWN, markdown.encode())
-    verdict = store.get_json(STAGE_A_DECISION)["verdict"]
+    from apsft_dagster.core.layout import STAGE_B_DECISION
+
+    verdict = store.get_json(STAGE_B_DECISION)["final_verdict"]
     context.log.info(f"report: {store.path(REPORT_MARKDOWN)} (verdict {verdict})")
     return dg.MaterializeResult(
         metadata={"verdict": verdict, "path": str(store.path(REPORT_MARKDOWN)), "report": dg.MetadataValue.md(markdown),

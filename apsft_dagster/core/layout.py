@@ -111,6 +111,7 @@ def eval_table(policy: str) -> str:
 
 
 STAGE_A_DECISION = f"{STAGE_A_ANALYSIS}/analysis.json"
+STAGE_B_DECISION = f"{STAGE_B_ANALYSIS}/analysis.json"
 REPORT_MARKDOWN = f"{REPORT}/report.md"
 
 

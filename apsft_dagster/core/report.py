@@ -12,7 +12,8 @@ import polars as pl
 
 from apsft_dagster.core import amendments, report_plots
 from apsft_dagster.core.config import Config
-from apsft_dagster.core.layout import (EVIDENCE_SEAL, PARITY_GATE, SFT_MANIFEST, STAGE_A_DECISION, TRACE_BANK,
+from apsft_dagster.core.layout import (EVIDENCE_SEAL, PARITY_GATE, SFT_MANIFEST, STAGE_A_DECISION, STAGE_B_DECISION,
+                                       TRACE_BANK,
                                        adapter_report, arm_rows, eval_table, merged_report, probe_report,
                                        summary_file)
 from apsft_dagster.core.selection import ARMS
@@ -37,7 +38,7 @@ def _table(rows: list[dict]) -> list[str]:
 
 
 def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
-    analysis = store.get_json(STAGE_A_DECISION)
+    analysis, final = store.get_json(STAGE_A_DECISION), store.get_json(STAGE_B_DECISION)
     decision, figures = analysis["decision"], analysis["policies"]
     manifest, funnel, parity = store.get_json(SFT_MANIFEST), store.get_json(summary_file(TRACE_BANK)), \
         store.get_json(PARITY_GATE)
@@ -50,12 +51,16 @@ def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
             for arm in ("answer_potential", "joint_potential")}
     lines = [f"# Experiment report ({config.profile} profile)", "", "## Question", "", QUESTION, "",
              "## Status and verdict", "",
+             f"- Final verdict: **{final['final_verdict']}** ({final['rule']})",
              f"- Stage A verdict: **{analysis['verdict']}** (strongest trace baseline: "
              f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
              f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
              "(shortest_natural strictly above every other arm on core IID)",
-             "- Stage B: " + ("to run for the triggered arm(s)" if decision["triggered"] else
-                              "not run (no potential arm cleared every Stage A condition)"), "",
+             "- Stage B: " + (f"triggered for {final['plan']['winner']} against {final['plan']['baseline']}"
+                              if final["plan"]["triggered"] else
+                              "not triggered; failed conditions: " + "; ".join(
+                                  f"{arm}: {', '.join(r) or 'none'}" for arm, r in final["plan"]["reasons"].items())),
+             "",
              "## Harvest funnel", "", *_table([funnel | {"excluded_tasks": len(funnel["excluded_tasks"])}]), "",
              "## Parity gate", "",
              f"Worst metric {parity['worst_metric']} = {_f(parity['worst_value'], 6)} against threshold "
@@ -97,7 +102,7 @@ def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
                       for r in amendments.classified(store)]), "",
              "## Artifact hashes", "",
              *_table([{"artifact": name, "sha256": store.verify(name)}
-                      for name in (EVIDENCE_SEAL, SFT_MANIFEST, STAGE_A_DECISION,
+                      for name in (EVIDENCE_SEAL, SFT_MANIFEST, STAGE_A_DECISION, STAGE_B_DECISION,
                                    *(eval_table(p) for p in (BASE, *policies)))]
                      + [{"artifact": f"merged model {p}", "sha256": m["fingerprint"]} for p, m in merged.items()]), "",
              "## Plots", "", *(f"![{name}]({name}.png)" for name in PLOTS), ""]

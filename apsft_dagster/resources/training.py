@@ -8,7 +8,7 @@ import dagster as dg
 
 from apsft_dagster.core.engines.lifetime import free_memory, require_device
 from apsft_dagster.core.model_dir import base_model_path
-from apsft_dagster.core.training.policy import train_policy, warmup_tokens_per_s
+
 from apsft_dagster.resources.experiment import ExperimentResource
 
 
@@ -24,12 +24,16 @@ class TrainingResource(dg.ConfigurableResource):
         return str(base_model_path(config, self.experiment.store()))
 
     def warmup(self, arm: str) -> float | None:
+        from apsft_dagster.core.training.policy import warmup_tokens_per_s  # torch: only when training
+
         try:
             return warmup_tokens_per_s(self.experiment.store(), self.experiment.config(), self._base(), arm)
         finally:
             free_memory()
 
     def train(self, policy: str, manifest_sha256: str, log: Callable[[str], None]) -> dict:
+        from apsft_dagster.core.training.policy import train_policy
+
         try:
             return train_policy(self.experiment.store(), self.experiment.config(), policy, self._base(),
                                 manifest_sha256, log)

@@ -21,7 +21,6 @@ from importlib import metadata
 from pathlib import Path
 
 from apsft_dagster.core.config import Config, canonical_json
-from apsft_dagster.core.embedded.build import build_embedded
 from apsft_dagster.core.paths import state_dir
 from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, write_atomic
 
@@ -73,6 +72,8 @@ def embedded_model(config: Config, catalog_prompts: Collection[str], out_dir: Pa
     folder = cache_dir()
     key = cache_key(config, catalog_prompts)
     if folder is None:
+        from apsft_dagster.core.embedded.build import build_embedded  # torch and transformers: only to build
+
         return {**build_embedded(config, catalog_prompts, out_dir, log), "cache": "off", "cache_key": key}
     entry = folder / key
     report = _read_entry(entry, log)
@@ -108,6 +109,8 @@ def _build_entry(config: Config, catalog_prompts: Collection[str], entry: Path,
     tmp = entry.with_name(f".{entry.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
+    from apsft_dagster.core.embedded.build import build_embedded  # torch and transformers: only to build
+
     report = build_embedded(config, catalog_prompts, tmp, log)
     doc = {"report": report, "fingerprint": fingerprint(dir_digests(tmp))}
     write_atomic(tmp / ENTRY, json.dumps(doc, sort_keys=True, indent=1).encode())

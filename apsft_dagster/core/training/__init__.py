@@ -1,6 +1,16 @@
 """Training, merge and deployment probe (docs/PROTOCOL.md §10-12). Public API: `token_weights`,
-`weighted_nll`; the rest is used by the adapters and merged_models assets."""
+`weighted_nll` (loss.py); the rest is used by the adapters and merged_models assets.
 
-from apsft_dagster.core.training.loss import chunked_nll, token_weights, weighted_nll
+The loss functions are imported on first use, so reading policy keys (partitions) does not
+import torch.
+"""
 
 __all__ = ["chunked_nll", "token_weights", "weighted_nll"]
+
+
+def __getattr__(name: str):
+    if name in __all__:
+        from apsft_dagster.core.training import loss
+
+        return getattr(loss, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

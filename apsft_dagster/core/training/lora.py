@@ -5,7 +5,8 @@ checked against the loaded model: every listed name must be a linear module of t
 blocks and every linear module of the decoder blocks must be listed. The expected number of LoRA
 pairs is the number of such modules, computed from the model, asserted after the adapter is made
 and again at merge. Adapters are written by this module (safetensors with sorted keys and a
-sorted-key JSON config), so equal weights give equal bytes wherever the store lives.
+sorted-key JSON config), so equal weights give equal bytes wherever the store lives. torch is
+imported where it is used: reading the constants here costs nothing.
 """
 
 from __future__ import annotations
@@ -15,8 +16,6 @@ import json
 import warnings
 from contextlib import contextmanager
 from pathlib import Path
-
-import torch
 
 from apsft_dagster.core.config import Lora, Training
 from apsft_dagster.core.errors import TrainingError
@@ -33,6 +32,8 @@ def architecture(model) -> str:
 
 def decoder_linears(model) -> dict[str, str]:
     """Qualified name -> leaf name of every nn.Linear inside the decoder's blocks."""
+    import torch
+
     decoder = model.get_decoder()
     prefix = next(n for n, m in model.named_modules() if m is decoder)
     return {f"{prefix}.{name}" if prefix else name: name.rsplit(".", 1)[-1]
@@ -80,14 +81,16 @@ def lora_pairs(model) -> list[str]:
                   and "default" in m.lora_A)
 
 
-def adapter_state(model) -> dict[str, torch.Tensor]:
+def adapter_state(model) -> dict:
     from peft import get_peft_model_state_dict
 
     return {k: v.detach().to("cpu").contiguous() for k, v in sorted(get_peft_model_state_dict(model).items())}
 
 
-def state_digest(state: dict[str, torch.Tensor]) -> str:
+def state_digest(state: dict) -> str:
     """SHA-256 over every tensor's name, dtype, shape and bytes, in name order."""
+    import torch
+
     digest = hashlib.sha256()
     for name in sorted(state):
         t = state[name].detach().to("cpu").contiguous()

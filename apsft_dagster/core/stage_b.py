@@ -1,0 +1,138 @@
+"""Stage B and the final verdict (docs/PROTOCOL.md §14), as functions of tables.
+
+Stage B runs only for a triggered potential arm (the winner: the triggered arm with the larger
+Stage A margin; ties go to answer_potential). Its ladder, each rung requiring the one before:
+
+- POTENTIAL_BANKING_POSITIVE: on the Stage B greedy evaluation (core IID and `rendering`, the
+  core-IID tasks under a second template), the winner beats its strongest baseline by at least
+  `min_gain` with a paired lower bound above `min_lower_bound`, and the interface metrics hold
+  (parse-rate and family-macro losses within their limits over all Stage B tasks);
+- REPLICATED_BANKING_POSITIVE: at training seed 43 the winner's core-IID difference to its
+  baseline has the same (positive) sign, and the pooled interval (each task's two seed
+  differences averaged, then bootstrapped) excludes zero;
+- MISSION_POSITIVE: the winner's greedy answer beats base sample-more at matched compute: per
+  task, the majority vote over the first base samples whose summed forward tokens stay within
+  the winner's forward tokens on that task (at least one sample), paired lower bound above zero.
+
+If the first rung fails, the Stage A verdict stands.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import polars as pl
+
+from apsft_dagster.core.analysis import EPS, POTENTIAL, family_macro
+from apsft_dagster.core.config import StageB
+from apsft_dagster.core.stats import paired_bootstrap
+
+POSITIVE, REPLICATED, MISSION = "POTENTIAL_BANKING_POSITIVE", "REPLICATED_BANKING_POSITIVE", "MISSION_POSITIVE"
+PRIMARY_SPLITS = ("core_iid", "rendering")
+
+
+def winner(decision: dict) -> str | None:
+    triggered = [a for a in POTENTIAL if a in decision["triggered"]]
+    if not triggered:
+        return None
+    return max(triggered, key=lambda a: (decision["conditions"][a]["margin"], -POTENTIAL.index(a)))
+
+
+def _paired(rows: pl.DataFrame, a: str, b: str) -> tuple[np.ndarray, np.ndarray]:
+    wide = (rows.filter(pl.col("arm").is_in([a, b])).select("arm", "task_id", pl.col("correct").cast(pl.Float64))
+            .pivot("arm", index="task_id", values="correct").sort("task_id"))
+    if wide.null_count().sum_horizontal().item():
+        raise ValueError(f"{a} and {b} were not evaluated on the same tasks")
+    return wide[a].to_numpy(), wide[b].to_numpy()
+
+
+def comparison(results: pl.DataFrame, arm: str, baseline: str, thresholds: StageB, *, n_resamples: int, seed: int,
+               confidence: float = 0.95) -> dict:
+    """The first rung on the Stage B greedy table (arm, task_id, split, family, correct, parsed)."""
+    primary = results.filter(pl.col("split").is_in(PRIMARY_SPLITS))
+    a, b = _paired(primary, arm, baseline)
+    mean, lower, upper = paired_bootstrap(a, b, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    mine, theirs = results.filter(pl.col("arm") == arm), results.filter(pl.col("arm") == baseline)
+    parse_loss = float(theirs["parsed"].mean()) - float(mine["parsed"].mean())
+    macro_loss = family_macro(theirs) - family_macro(mine)
+    checks = {"margin": mean >= thresholds.min_gain - EPS, "lower": lower > thresholds.min_lower_bound + EPS,
+              "parse_rate_loss": parse_loss <= thresholds.max_parse_rate_loss + EPS,
+              "family_macro_loss": macro_loss <= thresholds.max_family_macro_loss + EPS}
+    return {"margin": mean, "lower": lower, "upper": upper, "parse_rate_loss": parse_loss,
+            "family_macro_loss": macro_loss, "checks": checks, "passed": all(checks.values())}
+
+
+def replication(seed_a: pl.DataFrame, seed_b: pl.DataFrame, arm: str, baseline: str, *, n_resamples: int, seed: int,
+                confidence: float = 0.95) -> dict:
+    """Core-IID difference at the second seed, and the pooled interval of the two seeds' differences."""
+    a1, b1 = _paired(seed_a.filter(pl.col("split") == "core_iid"), arm, baseline)
+    a2, b2 = _paired(seed_b.filter(pl.col("split") == "core_iid"), arm, baseline)
+    second = float((a2 - b2).mean())
+    pooled = ((a1 - b1) + (a2 - b2)) / 2
+    mean, lower, upper = paired_bootstrap(pooled, np.zeros_like(pooled), n_resamples=n_resamples, seed=seed,
+                                          confidence=confidence)
+    checks = {"same_sign": second > EPS, "pooled_excludes_zero": lower > EPS}
+    return {"second_seed_margin": second, "pooled_mean": mean, "pooled_lower": lower, "pooled_upper": upper,
+            "checks": checks, "passed": all(checks.values())}
+
+
+def matched_vote(samples: Sequence[tuple[str | None, int]], budget: int) -> str | None:
+    """Majority vote over the first samples (answer, forward tokens) whose summed forward tokens
+    stay within `budget`, at least one. Ties go to the answer that came first; an unparsed sample
+    (None) votes for no answer."""
+    taken, spent = [], 0
+    for answer, tokens in samples:
+        if taken and spent + tokens > budget:
+            break
+        taken.append(answer)
+        spent += tokens
+    counts = Counter(taken)
+    return max(counts, key=lambda ans: (counts[ans], -taken.index(ans)))
+
+
+def matched_compute(treatment: pl.DataFrame, base_samples: pl.DataFrame, *, n_resamples: int, seed: int,
+                    confidence: float = 0.95) -> dict:
+    """treatment: (task_id, correct, forward_tokens) greedy; base_samples: (task_id, sample, answer,
+    forward_tokens, canonical). The treatment against base sample-more at its own token budget."""
+    votes = []
+    for task_id, budget in treatment.select("task_id", "forward_tokens").sort("task_id").iter_rows():
+        rows = base_samples.filter(pl.col("task_id") == task_id).sort("sample")
+        vote = matched_vote(list(zip(rows["answer"], rows["forward_tokens"])), budget)
+        votes.append(vote is not None and vote == rows["canonical"][0])
+    a = treatment.sort("task_id")["correct"].cast(pl.Float64).to_numpy()
+    b = np.array(votes, dtype=np.float64)
+    mean, lower, upper = paired_bootstrap(a, b, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    return {"margin": mean, "lower": lower, "upper": upper, "base_vote_accuracy": float(b.mean()),
+            "passed": lower > EPS}
+
+
+def final_verdict(stage_a_verdict: str, first: dict | None, second: dict | None, third: dict | None) -> tuple[str, str]:
+    """(verdict, the rule that fired)."""
+    if first is None or not first["passed"]:
+        return stage_a_verdict, ("Stage B not triggered" if first is None else
+                                 "Stage B comparison failed: " + ", ".join(k for k, ok in first["checks"].items()
+                                                                          if not ok) + "; the Stage A verdict stands")
+    if second is None or not second["passed"]:
+        return POSITIVE, "the Stage B comparison holds; the seed-43 replication does not"
+    if third is None or not third["passed"]:
+        return REPLICATED, "replicated at seed 43 (same sign, pooled interval excludes 0); no matched-compute win"
+    return MISSION, "replicated, and the treatment beats base sample-more at matched forward tokens"
+
+
+def plan(decision: dict, replication_seed: int) -> dict:
+    """What Stage B must run, or why it does not run: each potential arm's failed conditions."""
+    from apsft_dagster.core.training.policies import policy_key
+
+    reasons = {arm: [f"{k}: {'%.4f' % c[k] if isinstance(c.get(k), float) else c.get(k)}"
+                     for k, ok in c["checks"].items() if not ok]
+               for arm, c in decision["conditions"].items()}
+    chosen = winner(decision)
+    if chosen is None:
+        return {"triggered": False, "reasons": reasons, "winner": None, "baseline": None,
+                "replication_policies": [], "sampled_arms": []}
+    baseline = decision["strongest_baseline"]
+    return {"triggered": True, "reasons": reasons, "winner": chosen, "baseline": baseline,
+            "replication_policies": [policy_key(chosen, replication_seed), policy_key(baseline, replication_seed)],
+            "sampled_arms": ["base", chosen, baseline, "shortest_natural", "potential_shuffle"]}

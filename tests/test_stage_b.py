@@ -1,0 +1,117 @@
+"""Stage B and every final verdict, driven from constructed tables."""
+
+import polars as pl
+import pytest
+
+from apsft_dagster.core.config import StageB
+from apsft_dagster.core.stage_b import (MISSION, POSITIVE, REPLICATED, comparison, final_verdict, matched_compute,
+                                        matched_vote, replication, winner)
+
+RULES = StageB(min_gain=0.03, min_lower_bound=0.0, max_parse_rate_loss=0.02, max_family_macro_loss=0.02, k_samples=4)
+
+
+def _greedy(right: dict[str, range], n: int = 100, unparsed: dict[str, int] | None = None) -> pl.DataFrame:
+    rows = []
+    for arm, good in right.items():
+        for split in ("core_iid", "rendering"):
+            for i in range(n):
+                bad_parse = i >= n - (unparsed or {}).get(arm, 0)
+                rows.append({"arm": arm, "task_id": f"{split}-{i:03d}", "split": split,
+                             "family": ("caravan", "foundry_ledger", "runeward")[i % 3],
+                             "correct": i in good and not bad_parse, "parsed": not bad_parse})
+    return pl.DataFrame(rows)
+
+
+def test_the_winner_is_the_triggered_arm_with_the_larger_margin():
+    def decision(triggered, margins):
+        return {"triggered": triggered, "conditions": {a: {"margin": m} for a, m in margins.items()}}
+
+    assert winner(decision([], {"answer_potential": 0.1, "joint_potential": 0.2})) is None
+    assert winner(decision(["answer_potential", "joint_potential"],
+                           {"answer_potential": 0.05, "joint_potential": 0.08})) == "joint_potential"
+    assert winner(decision(["answer_potential", "joint_potential"],
+                           {"answer_potential": 0.05, "joint_potential": 0.05})) == "answer_potential"
+
+
+def test_the_stage_b_comparison_and_its_interface_metrics():
+    good = comparison(_greedy({"answer_potential": range(60), "random_natural": range(50)}), "answer_potential",
+                      "random_natural", RULES, n_resamples=2000, seed=0)
+    assert good["passed"] and good["margin"] == pytest.approx(0.10) and good["lower"] > 0
+    unparsed = comparison(_greedy({"answer_potential": range(60), "random_natural": range(50)},
+                                  unparsed={"answer_potential": 5}), "answer_potential", "random_natural", RULES,
+                          n_resamples=2000, seed=0)
+    assert not unparsed["passed"] and not unparsed["checks"]["parse_rate_loss"]
+    small = comparison(_greedy({"answer_potential": range(52), "random_natural": range(50)}), "answer_potential",
+                       "random_natural", RULES, n_resamples=2000, seed=0)
+    assert not small["checks"]["margin"]
+
+
+def test_replication_needs_the_same_sign_and_a_pooled_interval_above_zero():
+    a = _greedy({"answer_potential": range(60), "random_natural": range(50)})
+    same = replication(a, _greedy({"answer_potential": range(58), "random_natural": range(50)}), "answer_potential",
+                       "random_natural", n_resamples=2000, seed=0)
+    assert same["passed"] and same["second_seed_margin"] == pytest.approx(0.08)
+    assert same["pooled_mean"] == pytest.approx(0.09)  # (0.10 + 0.08) / 2: each task's differences averaged
+    flipped = replication(a, _greedy({"answer_potential": range(45), "random_natural": range(50)}),
+                          "answer_potential", "random_natural", n_resamples=2000, seed=0)
+    assert not flipped["passed"] and not flipped["checks"]["same_sign"]
+
+
+def test_matched_vote_takes_the_samples_the_budget_pays_for():
+    samples = [("3", 100), ("4", 100), ("4", 100), ("3", 100), ("3", 100)]
+    assert matched_vote(samples, 50) == "3"  # at least one sample, even over budget
+    assert matched_vote(samples, 200) == "3"  # a tie between "3" and "4": the first answer seen
+    assert matched_vote(samples, 300) == "4"
+    assert matched_vote(samples, 10_000) == "3"
+    assert matched_vote([(None, 10), (None, 10), ("7", 10)], 30) is None
+
+
+def test_matched_compute_compares_greedy_with_base_sample_more():
+    n = 80
+    treatment = pl.DataFrame({"task_id": [f"t{i:02d}" for i in range(n)], "correct": [i < 60 for i in range(n)],
+                              "forward_tokens": [250] * n})
+    rows = []
+    for i in range(n):  # base: samples of 100 tokens; at 250 tokens the first two vote, wrong then right -> wrong
+        for s, answer in enumerate(("9", "1", "1")):
+            rows.append({"task_id": f"t{i:02d}", "sample": s, "answer": answer, "forward_tokens": 100,
+                         "canonical": "1" if i < 30 else "2"})
+    result = matched_compute(treatment, pl.DataFrame(rows), n_resamples=2000, seed=0)
+    assert result["base_vote_accuracy"] == 0.0 and result["margin"] == pytest.approx(0.75) and result["passed"]
+    richer = treatment.with_columns(pl.lit(300).alias("forward_tokens"))  # three samples: "1" wins on t00-t29
+    result = matched_compute(richer, pl.DataFrame(rows), n_resamples=2000, seed=0)
+    assert result["base_vote_accuracy"] == pytest.approx(30 / 80)
+
+
+@pytest.mark.parametrize("rungs,verdict", [
+    ((None, None, None), "CORE_BANKING_NEGATIVE"),
+    (({"passed": False, "checks": {"margin": False, "lower": True}}, None, None), "STAGE_B"),
+    (({"passed": True}, {"passed": False}, None), POSITIVE),
+    (({"passed": True}, {"passed": True}, {"passed": False}), REPLICATED),
+    (({"passed": True}, {"passed": True}, {"passed": True}), MISSION),
+])
+def test_every_final_verdict_is_reachable(rungs, verdict):
+    stage_a = "CORE_BANKING_NEGATIVE" if rungs[0] is None else "STAGE_B"
+    got, rule = final_verdict(stage_a, *rungs)
+    assert got == verdict and rule
+    if verdict == "STAGE_B":
+        assert "margin" in rule and "lower" not in rule.split(":")[1]
+
+
+def test_the_plan_names_what_stage_b_runs_or_why_it_does_not():
+    from apsft_dagster.core.stage_b import plan
+
+    checks_ok = {"margin": True, "lower": True, "beats_shuffle": True, "parse_rate_loss": True,
+                 "family_macro_loss": True, "gate_reachable": True}
+    decision = {"triggered": [], "strongest_baseline": "success_rft",
+                "conditions": {"answer_potential": {"margin": 0.01, "checks": {**checks_ok, "margin": False}},
+                               "joint_potential": {"margin": 0.05, "lower": -0.02,
+                                                   "checks": {**checks_ok, "lower": False}}}}
+    none = plan(decision, 43)
+    assert not none["triggered"] and none["reasons"] == {"answer_potential": ["margin: 0.0100"],
+                                                         "joint_potential": ["lower: -0.0200"]}
+    decision["triggered"] = ["joint_potential"]
+    decision["conditions"]["joint_potential"]["checks"]["lower"] = True
+    some = plan(decision, 43)
+    assert some["winner"] == "joint_potential" and some["baseline"] == "success_rft"
+    assert some["replication_policies"] == ["joint_potential-seed43", "success_rft-seed43"]
+    assert some["sampled_arms"] == ["base", "joint_potential", "success_rft", "shortest_natural", "potential_shuffle"]
