@@ -115,6 +115,10 @@ def test_the_report_is_written_with_its_plots(smoke_run):
         assert section in text
     for name in PLOTS:
         assert store.get_bytes(report_plot(name)).startswith(b"\x89PNG")
+    conditions = store.get_json(STAGE_A_DECISION)["decision"]["conditions"]
+    for arm, c in conditions.items():  # each condition's value and which ones failed, as the rules say
+        failed = ", ".join(k for k, ok in c["checks"].items() if not ok) or "none"
+        assert f"| {arm} | {c['margin']:.4f} | {c['lower']:.4f} |" in text and f"| {failed} |" in text
 
 
 @pytest.mark.slow

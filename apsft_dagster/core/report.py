@@ -39,10 +39,11 @@ def _table(rows: list[dict]) -> list[str]:
 
 def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
     analysis, final = store.get_json(STAGE_A_DECISION), store.get_json(STAGE_B_DECISION)
-    decision, figures = analysis["decision"], analysis["policies"]
+    decision = analysis["decision"]
+    policies = stage_a_policies(config)
+    figures = {p: analysis["policies"][p] for p in (BASE, *policies)}  # base first, then the arms in order
     manifest, funnel, parity = store.get_json(SFT_MANIFEST), store.get_json(summary_file(TRACE_BANK)), \
         store.get_json(PARITY_GATE)
-    policies = stage_a_policies(config)
     adapters = {p: store.get_json(adapter_report(p)) for p in policies}
     merged = {p: store.get_json(merged_report(p)) for p in policies}
     probes = {p: store.get_json(probe_report(p)) for p in policies}
@@ -91,7 +92,9 @@ def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
                        "forward_tokens": f["forward_tokens"]} for p, f in figures.items()]), "",
              "### Stage B trigger, condition by condition", "",
              *_table([{"arm": arm, "margin": c["margin"], "lower": c["lower"], "upper": c["upper"],
-                       **{k: "pass" if ok else "FAIL" for k, ok in c["checks"].items()},
+                       "beats_shuffle": c["beats_shuffle"], "parse_rate_loss": c["parse_rate_loss"],
+                       "family_macro_loss": c["family_macro_loss"], "gate_reachable": c["gate_reachable"],
+                       "failed": ", ".join(k for k, ok in c["checks"].items() if not ok) or "none",
                        "triggered": "yes" if c["triggered"] else "no"}
                       for arm, c in decision["conditions"].items()]), "",
              "Thresholds: " + ", ".join(f"{k} {v}" for k, v in decision["thresholds"].items()) + ".", "",

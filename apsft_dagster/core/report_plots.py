@@ -14,6 +14,21 @@ def _figure(width: float = 6.4, height: float = 3.6):
     return Figure(figsize=(width, height), dpi=100)
 
 
+def _axes(xlabel: str, ylabel: str, title: str):
+    fig = _figure()
+    ax = fig.add_subplot()
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    return fig, ax
+
+
+def _policy_ticks(ax, names: list[str], first: int = 0) -> None:
+    """Policy names on the x axis; the Stage A seed suffix is dropped (every Stage A policy has it)."""
+    ax.set_xticks(range(first, first + len(names)), [n.removesuffix("-seed42") for n in names], rotation=30,
+                  ha="right", fontsize=8)
+
+
 def _png(fig) -> bytes:
     fig.tight_layout()
     buffer = io.BytesIO()
@@ -23,55 +38,40 @@ def _png(fig) -> bytes:
 
 def accuracy_plot(policies: dict[str, dict]) -> bytes:
     """Core-IID accuracy per policy with its bootstrap interval."""
-    fig = _figure()
-    ax = fig.add_subplot()
+    fig, ax = _axes("", "core-IID accuracy", "Stage A: core-IID accuracy, 95% task bootstrap")
     names = list(policies)
     acc = [policies[p]["core_iid_accuracy"] for p in names]
     low = [a - policies[p]["core_iid_lower"] for a, p in zip(acc, names)]
     high = [policies[p]["core_iid_upper"] - a for a, p in zip(acc, names)]
     ax.errorbar(range(len(names)), acc, yerr=[low, high], fmt="o", capsize=4, color="tab:blue")
-    ax.set_xticks(range(len(names)), [n.removesuffix("-seed42") for n in names], rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("core-IID accuracy")
+    _policy_ticks(ax, names)
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title("Stage A: core-IID accuracy, 95% task bootstrap", fontsize=10)
     ax.grid(alpha=0.3)
     return _png(fig)
 
 
 def gap_histogram(gaps: dict[str, list[float]]) -> bytes:
     """Score gaps (best - chosen) of the potential arms' second rows."""
-    fig = _figure()
-    ax = fig.add_subplot()
+    fig, ax = _axes("gap, nats per token (best - chosen)", "tasks", "Selection: second-row score gaps")
     for arm, values in gaps.items():
         if values:
             ax.hist(values, bins=20, alpha=0.6, label=f"{arm} ({len(values)})")
-    ax.set_xlabel("gap, nats per token (best - chosen)")
-    ax.set_ylabel("tasks")
-    ax.set_title("Selection: second-row score gaps", fontsize=10)
     ax.legend(fontsize=8)
     return _png(fig)
 
 
 def thought_lengths(lengths: dict[str, list[int]]) -> bytes:
-    fig = _figure()
-    ax = fig.add_subplot()
+    fig, ax = _axes("", "thought tokens", "Stage A: thought length per policy")
     names = list(lengths)
     ax.boxplot([lengths[n] for n in names], showfliers=False)
-    ax.set_xticks(range(1, len(names) + 1), [n.removesuffix("-seed42") for n in names], rotation=30, ha="right",
-                  fontsize=8)
-    ax.set_ylabel("thought tokens")
-    ax.set_title("Stage A: thought length per policy", fontsize=10)
+    _policy_ticks(ax, names, first=1)
     return _png(fig)
 
 
 def loss_curves(curves: dict[str, list[dict]]) -> bytes:
-    fig = _figure()
-    ax = fig.add_subplot()
+    fig, ax = _axes("optimizer step", "window loss (nats, weighted)", "Training: loss per optimizer step")
     for policy, curve in curves.items():
         ax.plot([p["step"] for p in curve], [p["loss"] for p in curve], label=policy.removesuffix("-seed42"))
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("window loss (nats, weighted)")
-    ax.set_title("Training: loss per optimizer step", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return _png(fig)
