@@ -83,7 +83,9 @@ def _print_stage(outcome) -> None:
         shown = {"cache": shown["cache"], **shown} if "cache" in shown else shown  # say first how the model came
         numbers = ", ".join(f"{k} {_short(v)}" for k, v in list(shown.items())[:3])
         figures.append(f"{asset} ({count} partitions)" if count > 1 else asset + (f" ({numbers})" if numbers else ""))
-    status = "ok" if outcome.ok else "FAILED"
+    status = "skip" if outcome.skipped else "ok" if outcome.ok else "FAILED"
+    if outcome.skipped:
+        figures = ["nothing to run (no partition asked for at run time)"]
     checks = f"checks {passed}/{len(outcome.checks)}" if outcome.checks else "no checks"
     print(f"  {outcome.job:<30} {status:<6} {outcome.seconds:7.1f} s  {checks:<13} {'; '.join(figures)}", flush=True)
 
@@ -118,8 +120,10 @@ def _verdict_line(store) -> str | None:
 def _summary(outcomes: list, stages: list, store: str) -> int:
     failed = [o for o in outcomes if not o.ok]
     checks = [c for o in outcomes for c in o.checks]
-    print(f"apsft run: {len(outcomes) - len(failed)}/{len(stages)} stages succeeded in "
-          f"{sum(o.seconds for o in outcomes):.0f} s; checks {sum(p for *_, p in checks)}/{len(checks)} passed")
+    skipped = sum(o.skipped for o in outcomes)
+    print(f"apsft run: {len(outcomes) - len(failed)}/{len(stages)} stages succeeded"
+          + (f" ({skipped} with nothing to run)" if skipped else "")
+          + f" in {sum(o.seconds for o in outcomes):.0f} s; checks {sum(p for *_, p in checks)}/{len(checks)} passed")
     for outcome in failed:
         print(f"  FAILED {outcome.job} (runs {', '.join(outcome.run_ids)})")
         for asset, name, passed in outcome.checks:

@@ -37,6 +37,7 @@ class StageOutcome:
     figures: dict[str, dict] = field(default_factory=dict)  # asset -> numeric metadata of its last materialization
     alerts: list[dict] = field(default_factory=list)
     seconds: float = 0.0
+    skipped: bool = False  # a stage whose partitions are decided at run time had none to run
 
     @property
     def ok(self) -> bool:
@@ -81,7 +82,11 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
     for stage in stages:
         started = time.monotonic()
         outcome = StageOutcome(stage.job)
-        for tags in _run_tags(stage, (partition_keys or {}).get(stage.job)):
+        keys = (partition_keys or {}).get(stage.job)
+        if keys is None and stage.keys_at_run is not None:
+            keys = stage.keys_at_run(defs)
+            outcome.skipped = not keys
+        for tags in _run_tags(stage, keys):
             tags = {**tags, RUNNER_TAG[0]: RUNNER_TAG[1]}
             execute = _execute_in_child if isolate(stage) else _execute
             run_id = execute(defs, stage.job, instance, tags, verbose, origin)
@@ -103,6 +108,8 @@ def _run_tags(stage: Stage, keys: list[str] | None) -> list[dict[str, str]]:
         return [{}]
     all_keys = stage.partitions_def.get_partition_keys()
     chosen = keys if keys is not None else list(stage.default_keys or all_keys)
+    if not chosen:
+        return []
     return [single_run_tags(r) for r in key_ranges(chosen, all_keys)]
 
 

@@ -7,11 +7,12 @@ stages; a partitioned stage runs its partitions as single runs over contiguous k
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import dagster as dg
 
-from apsft_dagster.assets.analysis import experiment_report, stage_a_analysis, stage_b_analysis
+from apsft_dagster.assets.analysis import experiment_report, stage_a_analysis, stage_b_analysis, stage_b_plan
 from apsft_dagster.assets.audits import audit_assets
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.evaluation import stage_a_eval, stage_a_generations
@@ -26,12 +27,23 @@ from apsft_dagster.assets.training import adapters
 from apsft_dagster.partitions import STAGE_A_POLICIES
 
 
+def replication_policies(defs: dg.Definitions) -> list[str]:
+    """The seed-43 policies Stage B's plan asks for, read from the run's store."""
+    from apsft_dagster.core.layout import STAGE_B_PLAN
+
+    store = defs.resources["experiment"].store()
+    return list(store.get_json(STAGE_B_PLAN)["replication_policies"]) if store.exists(STAGE_B_PLAN) else []
+
+
 @dataclass(frozen=True)
 class Stage:
     job: str
     assets: tuple[dg.AssetsDefinition, ...]
     engine: bool = False  # loads a model on compute.device (generation, scoring, training)
     default_keys: tuple[str, ...] | None = None  # the partitions `apsft run` runs unless told otherwise
+    # Partitions decided at run time from what earlier stages wrote (e.g. Stage B's plan); an
+    # empty list skips the stage.
+    keys_at_run: Callable[[dg.Definitions], list[str]] | None = None
 
     @property
     def partitions_def(self) -> dg.PartitionsDefinition | None:
@@ -53,8 +65,12 @@ STAGES = (
     Stage("merged_models_job", (merged_models,), engine=True, default_keys=STAGE_A_POLICIES),
     Stage("stage_a_generations_job", (stage_a_generations,), engine=True),
     Stage("stage_a_eval_job", (stage_a_eval,)),
-    Stage("analysis_and_report_job", (stage_a_analysis, stage_b_analysis, experiment_report)),
+    Stage("stage_a_analysis_job", (stage_a_analysis, stage_b_plan)),
+    # Stage B's seed-43 replication: the policies its plan names (none when Stage A does not trigger)
+    Stage("replication_adapters_job", (adapters,), engine=True, keys_at_run=replication_policies),
+    Stage("replication_merged_models_job", (merged_models,), engine=True, keys_at_run=replication_policies),
+    Stage("verdict_and_report_job", (stage_b_analysis, experiment_report)),
 )
 ASSETS = [a for stage in STAGES for a in stage.assets]
 JOBS = [dg.define_asset_job(s.job, selection=list(s.assets), tags={"apsft/engine": str(s.engine).lower()})
-        for s in STAGES]
+        for s in STAGES]  # a job per stage: the replication stages select adapters / merged_models again

@@ -44,7 +44,9 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
                                             "score_bank_job", "score_bank_index_job", "r1_labels_job",
                                             "r1_labels_index_job", "evidence_seal_job", "sft_arms_job",
                                             "sft_manifest_and_audits_job", "adapters_job", "merged_models_job",
-                                            "stage_a_generations_job", "stage_a_eval_job", "analysis_and_report_job"]
+                                            "stage_a_generations_job", "stage_a_eval_job", "stage_a_analysis_job",
+                                            "replication_adapters_job", "replication_merged_models_job",
+                                            "verdict_and_report_job"]
     assert defs.resolve_job_def("trace_bank_job").partitions_def == train_task_partitions
     assert defs.resolve_job_def("sft_arms_job").partitions_def.get_partition_keys() == list(ARMS)
     assert len(defs.sensors) == 2
@@ -54,7 +56,8 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
     # the stages that hold an engine are the ones a GPU run isolates in their own process
     assert [s.job for s in STAGES if s.engine] == ["trace_bank_job", "bank_and_parity_job", "score_bank_job",
                                                    "r1_labels_job", "adapters_job", "merged_models_job",
-                                                   "stage_a_generations_job"]
+                                                   "stage_a_generations_job", "replication_adapters_job",
+                                                   "replication_merged_models_job"]
     # partitions and resources come from one config: the resource is bound to the definitions' digest
     assert defs.resources["experiment"].definitions_digest == load_config().digest
 

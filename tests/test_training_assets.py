@@ -88,3 +88,32 @@ def test_released_weights_keep_the_fingerprint(smoke_run, tmp_path):
     assert not copy.path(merged_dir(policy)).exists() and not copy.exists(merged_dir(policy))
     assert after["fingerprint"] == before["fingerprint"] and after["files"] == before["files"]
     assert after["weights_kept"] is False and json.loads(copy.path(merged_report(policy)).read_text()) == after
+
+
+def test_seed_43_policies_are_trained_only_when_stage_b_asks(smoke_run, tmp_path):
+    """The smoke run's plan names none (its replication stages were skipped); a plan naming one
+    makes the replication stages train, merge and probe exactly that policy."""
+    import dagster as dg
+
+    from apsft_dagster.core.layout import STAGE_B_PLAN
+    from apsft_dagster.runner import run_stages
+    from apsft_dagster.stages import STAGES
+    from conftest import smoke_definitions
+
+    results, store = smoke_run
+    assert store.get_json(STAGE_B_PLAN)["replication_policies"] == [] or store.get_json(STAGE_B_PLAN)["triggered"]
+    for job in ("replication_adapters", "replication_merged_models"):
+        assert results[job].outcome.skipped and not results[job].outcome.run_ids
+    copy = Store(tmp_path / "store")
+    shutil.copytree(store.root, copy.root)
+    copy.put_json(STAGE_B_PLAN, {**copy.get_json(STAGE_B_PLAN), "replication_policies": ["shortest_natural-seed43"]})
+    stages = [s for s in STAGES if s.job.startswith("replication_")]
+    outcomes = run_stages(smoke_definitions(copy.root), dg.DagsterInstance.ephemeral(), stages, alert=False)
+    assert all(o.ok and not o.skipped and len(o.run_ids) == 1 for o in outcomes), outcomes
+    report = copy.get_json(adapter_report("shortest_natural-seed43"))
+    stage_a = copy.get_json(adapter_report("shortest_natural-seed42"))
+    assert report["seed"] == 43 and report["initial_adapter_sha256"] != stage_a["initial_adapter_sha256"]
+    assert report["arm_sha256"] == stage_a["arm_sha256"]  # the same data, another seed
+    assert copy.get_json(probe_report("shortest_natural-seed43"))["passed"]
+    assert not any(copy.exists(adapter_report(p)) for p in replication_policies(load_config("smoke"))
+                   if p != "shortest_natural-seed43")

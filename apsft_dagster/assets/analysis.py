@@ -63,20 +63,38 @@ def stage_a_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
 
 
 @dg.asset(deps=[stage_a_analysis], group_name="stage_b", kinds={"json"}, owners=OWNERS)
-def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
-    """Stage B runs only when Stage A triggers. Not triggered: this records it, with each potential
-    arm's failed conditions, and the Stage A verdict is final. Triggered: the plan (winner, its
-    strongest baseline, the seed-43 policies, the arms sampled k times)."""
-    from apsft_dagster.core.layout import STAGE_B_DECISION
-    from apsft_dagster.core.stage_b import final_verdict, plan
+def stage_b_plan(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
+    """What Stage B runs: the winner, its strongest baseline, the seed-43 policies (trained, merged
+    and probed next, by the replication stages) and the arms sampled k times; or, when Stage A
+    does not trigger, nothing, with each potential arm's failed conditions."""
+    from apsft_dagster.core.layout import STAGE_B_PLAN
+    from apsft_dagster.core.stage_b import plan
 
     config, store = experiment.config(), experiment.store()
+    stage_b = plan(store.get_json(STAGE_A_DECISION)["decision"], config.seeds.replication)
+    digest = store.put_json(STAGE_B_PLAN, stage_b)
+    return dg.MaterializeResult(
+        metadata={"triggered": stage_b["triggered"], "winner": stage_b["winner"] or "none",
+                  "replication_policies": ", ".join(stage_b["replication_policies"]) or "none",
+                  "reasons": dg.MetadataValue.json(stage_b["reasons"]), "sha256": digest},
+        data_version=dg.DataVersion(digest))
+
+
+@dg.asset(deps=[stage_b_plan], group_name="stage_b", kinds={"json"}, owners=OWNERS)
+def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
+    """Stage B runs only when Stage A triggers. Not triggered: this records it, with each potential
+    arm's failed conditions, and the Stage A verdict is final."""
+    from apsft_dagster.core.layout import STAGE_B_DECISION, STAGE_B_PLAN
+    from apsft_dagster.core.stage_b import final_verdict
+
+    store = experiment.store()
     analysis = store.get_json(STAGE_A_DECISION)
-    stage_b = plan(analysis["decision"], config.seeds.replication)
+    stage_b = store.get_json(STAGE_B_PLAN)
     verdict, rule = final_verdict(analysis["verdict"], None, None, None)
     if stage_b["triggered"]:
-        rule = ("Stage A triggered Stage B for " + stage_b["winner"] + "; the Stage B evaluation is not built in this "
-                "version, so the Stage A verdict stands")
+        rule = (f"Stage A triggered Stage B for {stage_b['winner']} (seed-43 policies: "
+                f"{', '.join(stage_b['replication_policies'])}); the Stage B evaluation is not built in this version, "
+                "so the Stage A verdict stands")
     document = {"format": "apsft-stage-b/1", "stage_a_verdict": analysis["verdict"], "plan": stage_b,
                 "final_verdict": verdict, "rule": rule}
     digest = store.put_json(STAGE_B_DECISION, document)

@@ -112,6 +112,7 @@ def eval_table(policy: str) -> str:
 
 STAGE_A_DECISION = f"{STAGE_A_ANALYSIS}/analysis.json"
 STAGE_B_DECISION = f"{STAGE_B_ANALYSIS}/analysis.json"
+STAGE_B_PLAN = f"{STAGE_B_ANALYSIS}/plan.json"
 REPORT_MARKDOWN = f"{REPORT}/report.md"
 
 
