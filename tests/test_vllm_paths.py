@@ -128,6 +128,19 @@ def test_engine_passes_exact_prompts_and_sampling_params(fake_vllm, tok, model_d
                             "ignore_eos": True, "skip_special_tokens": False}
 
 
+def test_a_request_may_stop_only_at_the_end_of_turn(fake_vllm, tok, model_dir):
+    """Evaluation's requests replace the engine's stops: `</think>` does not end them, `<|im_end|>` does."""
+    engine = VllmEngine(model_dir, STOP_TOKENS)
+    close, end = engine.stop_token_ids
+    prompt = tuple(tok(format_prompt("Count 3 salt."), add_special_tokens=False)["input_ids"])
+    engine.llm.script = [[out([5, close, 6, end], "stop", end)]]
+    [[completion]] = engine.generate([GenerationRequest(prompt, 1, 30, 0, stop_token_ids=(end,))],
+                                     Sampling(temperature=0.0, top_p=1.0, top_k=0))
+    assert completion == Completion((5, close, 6, end), "stop")
+    [(_, [params], _)] = engine.llm.calls
+    assert params.kwargs["stop_token_ids"] == [end] and params.kwargs["temperature"] == 0.0
+
+
 def _items():
     prompt = format_prompt("Count 3 salt.")
     return [(prompt, "Step 3: salt 3 + 1 = 4.\n", format_answer("4")), (prompt, "", format_answer("4")),
