@@ -96,13 +96,12 @@ def _short(value) -> str:
 
 def _verdict(store: str, failed: list) -> None:
     """After a run that reached the end: the verdict and where the report is."""
+    from apsft_dagster.core.layout import REPORT_MARKDOWN
     from apsft_dagster.core.store import Store
 
     s = Store(store)
     if not failed and (line := _verdict_line(s)):
         print(f"  verdict: {line}")
-        from apsft_dagster.core.layout import REPORT_MARKDOWN
-
         print(f"  report: {s.path(REPORT_MARKDOWN)}")
 
 

@@ -3,11 +3,14 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, table_preview
+from apsft_dagster.assets.common import OWNERS, png_markdown, table_preview
 from apsft_dagster.assets.evaluation import stage_a_eval
 from apsft_dagster.core.analysis import stage_a_decision
 from apsft_dagster.core.evaluation.summary import joint_strata, policy_figures
-from apsft_dagster.core.layout import STAGE_A_DECISION, arm_rows, eval_table
+from apsft_dagster.core.layout import (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN, arm_rows,
+                                       eval_table, report_plot)
+from apsft_dagster.core.report import build_report
+from apsft_dagster.core.stage_b import final_verdict, plan
 from apsft_dagster.core.training.policies import BASE
 from apsft_dagster.partitions import stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource
@@ -67,9 +70,6 @@ def stage_b_plan(context: dg.AssetExecutionContext, experiment: ExperimentResour
     """What Stage B runs: the winner, its strongest baseline, the seed-43 policies (trained, merged
     and probed next, by the replication stages) and the arms sampled k times; or, when Stage A
     does not trigger, nothing, with each potential arm's failed conditions."""
-    from apsft_dagster.core.layout import STAGE_B_PLAN
-    from apsft_dagster.core.stage_b import plan
-
     config, store = experiment.config(), experiment.store()
     stage_b = plan(store.get_json(STAGE_A_DECISION)["decision"], config.seeds.replication)
     digest = store.put_json(STAGE_B_PLAN, stage_b)
@@ -84,9 +84,6 @@ def stage_b_plan(context: dg.AssetExecutionContext, experiment: ExperimentResour
 def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     """Stage B runs only when Stage A triggers. Not triggered: this records it, with each potential
     arm's failed conditions, and the Stage A verdict is final."""
-    from apsft_dagster.core.layout import STAGE_B_DECISION, STAGE_B_PLAN
-    from apsft_dagster.core.stage_b import final_verdict
-
     store = experiment.store()
     analysis = store.get_json(STAGE_A_DECISION)
     stage_b = store.get_json(STAGE_B_PLAN)
@@ -109,16 +106,10 @@ def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
 def experiment_report(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     """The report a researcher reads at the end: Markdown and PNG plots through the store; the same
     Markdown (and the accuracy plot) in this asset's metadata."""
-    from apsft_dagster.assets.training import png_markdown
-    from apsft_dagster.core.layout import REPORT_MARKDOWN, report_plot
-    from apsft_dagster.core.report import build_report
-
     config, store = experiment.config(), experiment.store()
     markdown, plots = build_report(store, config)
     hashes = {name: store.put_bytes(report_plot(name), data) for name, data in plots.items()}
     digest = store.put_bytes(REPORT_MARKDOWN, markdown.encode())
-    from apsft_dagster.core.layout import STAGE_B_DECISION
-
     verdict = store.get_json(STAGE_B_DECISION)["final_verdict"]
     context.log.info(f"report: {store.path(REPORT_MARKDOWN)} (verdict {verdict})")
     return dg.MaterializeResult(

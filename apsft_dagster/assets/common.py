@@ -31,6 +31,13 @@ def completed(store, report: str, artifact: str) -> bool:
     return True
 
 
+def png_markdown(data: bytes, alt: str) -> dg.MetadataValue:
+    """A PNG shown inline in the asset's metadata."""
+    import base64
+
+    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(data).decode()})")
+
+
 def table_preview(frame: pl.DataFrame, rows: int = 10) -> dg.MetadataValue:
     return dg.MetadataValue.md(_markdown(frame.head(rows)))
 

@@ -1,6 +1,7 @@
 """evaluate Stage A (base + six policies): greedy generations (cached by key), then the parsed tables."""
 
 import sys
+from collections import Counter
 
 import dagster as dg
 import polars as pl
@@ -73,7 +74,7 @@ EVAL_CHECKS = {"every_task_once": "each evaluated policy's generations cover eve
 
 
 def coverage_problems(policy: str, generated: list[str], wanted: list[str]) -> list[str]:
-    dupes = sorted({t for t in generated if generated.count(t) > 1})
+    dupes = sorted(t for t, n in Counter(generated).items() if n > 1)
     missing, extra = sorted(set(wanted) - set(generated)), sorted(set(generated) - set(wanted))
     return ([f"{policy}: task {t} generated more than once" for t in dupes[:10]]
             + [f"{policy}: task {t} has no generation" for t in missing[:10]]

@@ -1,12 +1,11 @@
 """train (policies = arm x seed): LoRA adapters behind the budget gate, with their loss curves."""
 
 
-import base64
 import math
 
 import dagster as dg
 
-from apsft_dagster.assets.common import OWNERS, check_result, completed
+from apsft_dagster.assets.common import OWNERS, check_result, completed, png_markdown
 from apsft_dagster.assets.sft_arms import sft_arms, sft_manifest
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
@@ -21,10 +20,6 @@ ADAPTER_CHECKS = {
     "lora_pairs": "each adapter file holds one LoRA pair per linear projection of the decoder blocks",
     "same_initial_adapter": "every policy of a seed started from the same initial adapter (seeded creation)",
 }
-
-
-def png_markdown(data: bytes, alt: str) -> dg.MetadataValue:
-    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(data).decode()})")
 
 
 @dg.asset(partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
@@ -63,7 +58,8 @@ def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, 
     run_meta = {"policies": len(reports), "trained": len(todo)}
     if gate:
         run_meta.update(estimated_device_hours=round(gate["device_hours"], 6),
-                        budget_device_hours=gate["budget_device_hours"], budget_source=gate["budget_source"], warmup_tokens_per_s=round(gate["tokens_per_s"], 1))
+                        budget_device_hours=gate["budget_device_hours"], budget_source=gate["budget_source"],
+                        warmup_tokens_per_s=round(gate["tokens_per_s"], 1))
     yield dg.MaterializeResult(metadata=run_meta, data_version=dg.DataVersion(digest))
     for name in ADAPTER_CHECKS:
         yield check_result(name, problems[name])

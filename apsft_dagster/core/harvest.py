@@ -19,7 +19,7 @@ import polars as pl
 from apsft_dagster.core.config import Harvest
 from apsft_dagster.core.engines.base import Completion, GenerationEngine, GenerationRequest
 from apsft_dagster.core.loops import find_loop
-from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_answer, format_prompt, locate_spans
+from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_answer, format_prompt, locate_spans, prompt_ids
 from apsft_dagster.core.seeds import derive_seed
 
 TRACE_SCHEMA = {
@@ -48,15 +48,15 @@ def batch_plan(cfg: Harvest) -> list[tuple[str, int]]:
 def harvest_task(engine: GenerationEngine, tokenizer, task: HarvestTask, cfg: Harvest, experiment_seed: int) -> pl.DataFrame:
     """All trace rows of one task, deterministic given the engine, the config and the task id."""
     prompt_text = format_prompt(task.prompt)
-    prompt_ids = tuple(tokenizer(prompt_text, add_special_tokens=False)["input_ids"])
+    ids = prompt_ids(tokenizer, task.prompt)
     close_id = tokenizer.convert_tokens_to_ids(THINK_CLOSE)
     rows: list[dict] = []
     for batch, n in batch_plan(cfg):
         if batch != "main" and sum(r["eligible"] for r in rows) >= cfg.min_eligible:
             break
         seed = derive_seed(experiment_seed, task.task_id, batch)
-        [samples] = engine.generate([GenerationRequest(prompt_ids, n, cfg.allowance, seed)], cfg.sampling)
-        continued = _continue(engine, prompt_ids, samples, cfg, seed)
+        [samples] = engine.generate([GenerationRequest(ids, n, cfg.allowance, seed)], cfg.sampling)
+        continued = _continue(engine, ids, samples, cfg, seed)
         for index, sample in enumerate(samples):
             rows.append(_row(tokenizer, task, prompt_text, batch, index, seed, sample, continued.get(index), close_id, cfg))
     excluded = sum(r["eligible"] for r in rows) < cfg.min_eligible

@@ -23,6 +23,11 @@ def format_prompt(prompt: str) -> str:
     return f"{IM_START}user\n{prompt}{IM_END}\n{IM_START}assistant\n{THINK_OPEN}\n"
 
 
+def prompt_ids(tokenizer, prompt: str) -> tuple[int, ...]:
+    """x as token ids: the formatted prompt tokenized alone, no special tokens added."""
+    return tuple(tokenizer(format_prompt(prompt), add_special_tokens=False)["input_ids"])
+
+
 def format_answer(answer: str) -> str:
     """y* as it follows the boundary: one leading space."""
     return f" {answer}"

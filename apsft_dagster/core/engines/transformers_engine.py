@@ -45,16 +45,14 @@ class TransformersEngine:
         in left-padded batches, longest prompts first, grouped by stop tokens and length limit."""
         if sampling.temperature != 0 or any(r.n != 1 for r in requests):
             return [self._one(request, sampling) for request in requests]
+        groups: dict[tuple, list[int]] = {}  # requests that can share a batch, longest prompts first
+        for i in sorted(range(len(requests)), key=lambda i: (-len(requests[i].prompt_ids), i)):
+            groups.setdefault((self._stops(requests[i]), requests[i].max_tokens), []).append(i)
         out: list[list[Completion] | None] = [None] * len(requests)
-        order = sorted(range(len(requests)), key=lambda i: (self._stops(requests[i]), requests[i].max_tokens,
-                                                             -len(requests[i].prompt_ids), i))
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start:start + self.batch_size]
-            groups: dict = {}
-            for i in chunk:
-                groups.setdefault((self._stops(requests[i]), requests[i].max_tokens), []).append(i)
-            for (stops, max_tokens), members in groups.items():
-                for i, completion in zip(members, self._greedy([requests[i] for i in members], stops, max_tokens)):
+        for (stops, max_tokens), members in groups.items():
+            for start in range(0, len(members), self.batch_size):
+                batch = members[start:start + self.batch_size]
+                for i, completion in zip(batch, self._greedy([requests[i] for i in batch], stops, max_tokens)):
                     out[i] = [completion]
         return out
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import polars as pl
 
 from apsft_dagster.core.engines.base import GenerationRequest
-from apsft_dagster.core.protocol import IM_END, format_prompt
+from apsft_dagster.core.protocol import IM_END, prompt_ids
 from apsft_dagster.core.training.probe import GREEDY
 
 EVAL_SPLITS = ("core_iid", "core_hard", "held_family")
@@ -71,14 +71,14 @@ def generate_policy(engine, tasks: pl.DataFrame, model_fingerprint: str, model_d
     tok = engine.tokenizer
     end = tok.convert_tokens_to_ids(IM_END)
     digests, identity = tokenizer_digests(model_dir), engine_identity(engine)
-    prompts = [tok(format_prompt(p), add_special_tokens=False)["input_ids"] for p in tasks["prompt"]]
-    keys = [generation_key(model_fingerprint, digests, ids, max_tokens, identity) for ids in prompts]
+    prompts = [prompt_ids(tok, p) for p in tasks["prompt"]]
+    keys = [generation_key(model_fingerprint, digests, list(ids), max_tokens, identity) for ids in prompts]
     cached = {} if previous is None else {r["key"]: r for r in previous.iter_rows(named=True)}
     todo = [i for i, k in enumerate(keys) if k not in cached]
     made = {}
     for start in range(0, len(todo), chunk):
         part = todo[start:start + chunk]
-        requests = [GenerationRequest(tuple(prompts[i]), 1, max_tokens, 0, stop_token_ids=(end,)) for i in part]
+        requests = [GenerationRequest(prompts[i], 1, max_tokens, 0, stop_token_ids=(end,)) for i in part]
         for i, samples in zip(part, engine.generate(requests, GREEDY)):
             made[i] = samples[0]
         progress(min(start + chunk, len(todo)), len(todo))

@@ -24,8 +24,6 @@ def policy_figures(table: pl.DataFrame, *, n_resamples: int, seed: int, confiden
     correct = iid["correct"].cast(pl.Float64).to_numpy()
     acc, lower, upper = paired_bootstrap(correct, [0.0] * len(correct), n_resamples=n_resamples, seed=seed,
                                          confidence=confidence) if len(correct) else (float("nan"),) * 3
-    if not correct.any():
-        acc, lower, upper = 0.0, 0.0, 0.0
 
     def split_acc(name: str) -> float | None:
         rows = table.filter(pl.col("split") == name)

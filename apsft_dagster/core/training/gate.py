@@ -54,10 +54,11 @@ def budget_amendment(store: Store, manifest: dict) -> dict | None:
 
 def estimate(manifest: dict, policies: list[str], tokens_per_s: float) -> dict:
     """Device-hours per policy and in all: each policy's arm's forward tokens / throughput."""
-    tokens = {e["arm"]: e["forward_tokens"] for e in manifest["arms"]}
-    per_policy = {p: tokens[parse_policy(p)[0]] / tokens_per_s / 3600 for p in policies}
-    return {"tokens_per_s": tokens_per_s, "forward_tokens": sum(tokens[parse_policy(p)[0]] for p in policies),
-            "per_policy": per_policy, "device_hours": sum(per_policy.values())}
+    by_arm = {e["arm"]: e["forward_tokens"] for e in manifest["arms"]}
+    tokens = {p: by_arm[parse_policy(p)[0]] for p in policies}
+    per_policy = {p: n / tokens_per_s / 3600 for p, n in tokens.items()}
+    return {"tokens_per_s": tokens_per_s, "forward_tokens": sum(tokens.values()), "per_policy": per_policy,
+            "device_hours": sum(per_policy.values())}
 
 
 def budget_gate(store: Store, config: Config, manifest: dict, policies: list[str], tokens_per_s: float,

@@ -102,11 +102,11 @@ class _ChunkedWeightedNLL(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, grad_total, _grad_nll):
-        saved, (need_h, need_w) = list(ctx.saved_tensors), ctx.have
-        grad_h = saved.pop(0) if need_h else None
-        grad_h = grad_h * grad_total.to(grad_h.dtype) if need_h else None
-        grad_w = (saved.pop(0) * grad_total).to(ctx.weight_dtype) if need_w else None
-        return grad_h, grad_w, None, None, None
+        saved, (need_h, need_w) = iter(ctx.saved_tensors), ctx.have
+        grad_h = next(saved) if need_h else None
+        grad_w = next(saved) if need_w else None
+        return (None if grad_h is None else grad_h * grad_total.to(grad_h.dtype),
+                None if grad_w is None else (grad_w * grad_total).to(ctx.weight_dtype), None, None, None)
 
 
 def chunked_nll(hidden: torch.Tensor, head_weight: torch.Tensor, input_ids: torch.Tensor, weights: torch.Tensor,

@@ -28,16 +28,19 @@ def base_tensors(base_path: str | Path):
                 yield name, fh.get_tensor(name)
 
 
-def changed_weights(merged_state: dict[str, torch.Tensor], base_path: str | Path) -> tuple[list[str], list[str]]:
-    """(names whose bits differ from the base files, base names absent from the merged model)."""
-    changed, missing = [], []
+def changed_weights(merged_state: dict[str, torch.Tensor],
+                    base_path: str | Path) -> tuple[list[str], list[str], int]:
+    """(names whose bits differ from the base files, base names absent from the merged model,
+    how many base tensors were compared): one pass over the base files."""
+    changed, missing, seen = [], [], 0
     for name, base in base_tensors(base_path):
+        seen += 1
         mine = merged_state.get(name)
         if mine is None:
             missing.append(name)
         elif mine.shape != base.shape or not torch.equal(mine.cpu(), base.to(mine.dtype)):  # as loaded
             changed.append(name)
-    return sorted(changed), missing
+    return sorted(changed), missing, seen
 
 
 def merge_problems(changed: list[str], missing: list[str], expected_modules: list[str]) -> list[str]:
@@ -68,14 +71,13 @@ def merge_adapter(base_path: str, adapter_path: str, compute: Compute):
 def verify_merge(merged, pairs: list[str], expected_pairs: int, base_path: str) -> dict:
     """The counts the receipt records; MergeError naming every problem."""
     state = {k: v.detach() for k, v in merged.state_dict().items()}
-    changed, missing = changed_weights(state, base_path)
+    changed, missing, compared = changed_weights(state, base_path)
     problems = merge_problems(changed, missing, pairs)
     if len(pairs) != expected_pairs:
         problems.insert(0, f"the adapter holds {len(pairs)} LoRA pairs, training recorded {expected_pairs}")
     if problems:
         raise MergeError(f"merge check failed ({len(problems)} problems):\n  " + "\n  ".join(problems[:20]))
-    unchanged = sum(1 for _ in base_tensors(base_path)) - len(changed)
-    return {"lora_pairs": len(pairs), "changed_tensors": len(changed), "unchanged_tensors": unchanged}
+    return {"lora_pairs": len(pairs), "changed_tensors": len(changed), "unchanged_tensors": compared - len(changed)}
 
 
 def save_merged(merged, tokenizer_path: str, out_dir: Path) -> None:

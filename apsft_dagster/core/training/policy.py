@@ -29,8 +29,10 @@ from apsft_dagster.core.training.records import encode_rows, windows
 FORMAT = "apsft-adapter/1"
 
 
-def arm_records(store: Store, arm: str) -> list[dict]:
-    return [json.loads(line) for line in gzip.decompress(store.get_bytes(arm_file(arm))).splitlines()]
+def arm_records(store: Store, arm: str) -> tuple[list[dict], str]:
+    """An arm's training records and the file's SHA-256, read and verified once."""
+    data, digest = store.read(arm_file(arm))
+    return [json.loads(line) for line in gzip.decompress(data).splitlines()], digest
 
 
 def policy_identity(config: Config, policy: str, arm_sha256: str) -> str:
@@ -49,8 +51,7 @@ def train_policy(store: Store, config: Config, policy: str, base_path: str, mani
 
     arm, seed = parse_policy(policy)
     started = time.perf_counter()
-    arm_sha = store.verify(arm_file(arm))
-    rows = arm_records(store, arm)
+    rows, arm_sha = arm_records(store, arm)
     tokenizer = AutoTokenizer.from_pretrained(base_path)
     examples = encode_rows(rows, tokenizer, config.training)
     plan = windows(len(rows), config.training.epochs, config.training.grad_accum, seed, arm)
@@ -102,7 +103,7 @@ def warmup_tokens_per_s(store: Store, config: Config, base_path: str, arm: str) 
     from apsft_dagster.core.engines.lifetime import free_memory
     from apsft_dagster.core.training.loop import measure_throughput
 
-    examples = encode_rows(arm_records(store, arm)[:n], AutoTokenizer.from_pretrained(base_path), config.training)
+    examples = encode_rows(arm_records(store, arm)[0][:n], AutoTokenizer.from_pretrained(base_path), config.training)
     model, *_ = attach_adapter(load_base(base_path, config.compute), config.training, config.seeds.experiment)
     measure_throughput(model, examples[:1], config.training)  # first call pays one-off setup costs
     tokens_per_s = measure_throughput(model, examples, config.training)

@@ -12,7 +12,7 @@ from collections.abc import Collection
 
 from apsft_dagster.core.config import Config, Sampling
 from apsft_dagster.core.engines.base import GenerationRequest
-from apsft_dagster.core.protocol import format_prompt
+from apsft_dagster.core.protocol import prompt_ids
 from apsft_dagster.core.tasks import generate
 
 GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0)
@@ -32,9 +32,7 @@ def probe_prompts(config: Config, catalog_prompts: Collection[str]) -> list[str]
 
 
 def greedy_outputs(engine, prompts: list[str], max_tokens: int) -> list[list[int]]:
-    tok = engine.tokenizer
-    requests = [GenerationRequest(tuple(tok(format_prompt(p), add_special_tokens=False)["input_ids"]), 1, max_tokens, 0)
-                for p in prompts]
+    requests = [GenerationRequest(prompt_ids(engine.tokenizer, p), 1, max_tokens, 0) for p in prompts]
     return [list(samples[0].token_ids) for samples in engine.generate(requests, GREEDY)]
 
 
