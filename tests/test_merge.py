@@ -9,7 +9,7 @@ from apsft_dagster.core.training.lora import lora_config, lora_pairs, save_adapt
 from apsft_dagster.core.training.merge import merge_adapter, verify_merge
 from tiny import tiny_model
 
-CPU = Compute(device="cpu", dtype="float32", quantization="none")
+CPU = Compute(device="cpu", dtype="float32", quantization="none", threads=2)
 
 
 @pytest.fixture(scope="module")

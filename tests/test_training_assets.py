@@ -117,3 +117,33 @@ def test_seed_43_policies_are_trained_only_when_stage_b_asks(smoke_run, tmp_path
     assert copy.get_json(probe_report("shortest_natural-seed43"))["passed"]
     assert not any(copy.exists(adapter_report(p)) for p in replication_policies(load_config("smoke"))
                    if p != "shortest_natural-seed43")
+
+
+_OTHER_PROCESS = """
+import shutil, sys, torch
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.store import Store
+from apsft_dagster.core.training.policy import train_policy
+torch.set_num_threads(1)  # what earlier work in a process may leave behind (the model build sets threads)
+x = torch.randn(64, 64, requires_grad=True)
+(x @ x).sum().backward()
+source, store = Store(sys.argv[1]), Store(sys.argv[2])
+for name in ("sft_arms/random_natural.jsonl.gz", "base_model.json"):
+    for a, b in ((source.path(name), store.path(name)), (source.receipt_path(name), store.receipt_path(name))):
+        b.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(a, b)
+train_policy(store, load_config("smoke"), "random_natural-seed42", str(source.path("base_model")), "m", log=print)
+"""
+
+
+def test_an_adapter_does_not_depend_on_what_the_process_did_before(smoke_run, tmp_path):
+    """Training pins torch's thread count (compute.threads): a process that ran other work with
+    another thread count first trains the same bytes as the smoke run."""
+    import subprocess
+    import sys
+
+    _, store = smoke_run
+    subprocess.run([sys.executable, "-c", _OTHER_PROCESS, str(store.root), str(tmp_path)], check=True,
+                   capture_output=True)
+    other = Store(tmp_path)
+    assert other.verify(adapter_dir("random_natural-seed42")) == store.verify(adapter_dir("random_natural-seed42"))

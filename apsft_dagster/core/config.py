@@ -67,6 +67,9 @@ class Compute(_Strict):
     device: Literal["cpu", "cuda"]
     dtype: Literal["float32", "bfloat16", "float16"]
     quantization: Literal["none", "nf4"]  # of the frozen base weights while training (QLoRA: nf4)
+    # torch's intra-op threads, set explicitly in every model-holding process: on CPU the float
+    # results (and so the adapters' bytes) depend on it, and even on whether it was set at all
+    threads: int
 
 
 class Embedded(_Strict):
@@ -236,6 +239,8 @@ class Config(_Strict):
             raise ValueError("selection.top_k must be >= 2: the potential rule takes the best and one more")
         if self.compute.device == "cpu" and self.compute.dtype != "float32":
             raise ValueError("compute.dtype: CPU runs in float32 (bfloat16 matmuls on CPU are slow and not the reference)")
+        if self.compute.threads < 1:
+            raise ValueError("compute.threads must be >= 1")
         if self.compute.quantization != "none" and self.compute.device != "cuda":
             raise ValueError("compute.quantization: nf4 needs compute.device cuda (bitsandbytes kernels)")
         if self.training.batch_size != 1:

@@ -15,17 +15,27 @@ from apsft_dagster.core.engines.base import GenerationEngine
 from apsft_dagster.core.errors import DeviceError
 
 
-def require_device(compute: Compute, stage: str, profile: str) -> None:
-    """Fail before anything is loaded or written when the profile's device is not here."""
-    if compute.device != "cuda":
-        return
+def pin_threads(compute: Compute) -> None:
+    """Set torch's intra-op thread count from the profile. A process that never set it computes
+    other float32 bits on CPU than one that set it to the same number (seen: a LoRA adapter
+    trained after the embedded build, which sets threads, differed from one trained in a fresh
+    process), so every model-holding process sets it."""
     import torch
 
-    if not torch.cuda.is_available():
+    torch.set_num_threads(compute.threads)
+
+
+def require_device(compute: Compute, stage: str, profile: str) -> None:
+    """Fail before anything is loaded or written when the profile's device is not here; pin the
+    thread count (`pin_threads`) when it is."""
+    import torch
+
+    if compute.device == "cuda" and not torch.cuda.is_available():
         raise DeviceError(
             f"stage {stage} needs device cuda (profile {profile}: compute.device cuda, dtype {compute.dtype}) "
             "but this machine has no CUDA device; nothing was written. Run it on a GPU machine, or use a "
             "profile with compute.device: cpu (e.g. smoke)")
+    pin_threads(compute)
 
 
 def load_generation_engine(path: str, backend: str, compute: Compute, stop_tokens: Sequence[str]) -> GenerationEngine:

@@ -8,7 +8,7 @@ the directory goes, the receipt and its fingerprints stay.
 
 from __future__ import annotations
 
-from apsft_dagster.core.config import Compute, Config
+from apsft_dagster.core.config import Config
 from apsft_dagster.core.layout import adapter_dir, adapter_report, merged_dir, merged_report
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.training.merge import merge_adapter, save_merged, verify_merge
@@ -20,8 +20,9 @@ MERGE_DEVICE = "cpu"  # merged off the accelerator: no contention with a residen
 def merge_policy(store: Store, config: Config, policy: str, base_path: str) -> dict:
     adapter = store.get_json(adapter_report(policy))
     adapter_sha = store.verify(adapter_dir(policy))
-    compute = Compute(device=MERGE_DEVICE, dtype=config.compute.dtype if config.compute.device == "cuda" else "float32",
-                      quantization="none")
+    compute = config.compute.model_copy(update={"device": MERGE_DEVICE, "quantization": "none",
+                                                "dtype": config.compute.dtype if config.compute.device == "cuda"
+                                                else "float32"})
     merged, pairs = merge_adapter(base_path, str(store.path(adapter_dir(policy))), compute)
     counts = verify_merge(merged, pairs, adapter["lora_pairs"], base_path)
     store.remove(merged_report(policy))

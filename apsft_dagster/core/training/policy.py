@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from apsft_dagster.core.config import Config
+from apsft_dagster.core.engines.lifetime import pin_threads
 from apsft_dagster.core.errors import TrainingError
 from apsft_dagster.core.layout import (BASE_MODEL_REPORT, adapter_checkpoint, adapter_dir, adapter_report, arm_file,
                                        loss_curve)
@@ -55,6 +56,7 @@ def train_policy(store: Store, config: Config, policy: str, base_path: str, mani
     tokenizer = AutoTokenizer.from_pretrained(base_path)
     examples = encode_rows(rows, tokenizer, config.training)
     plan = windows(len(rows), config.training.epochs, config.training.grad_accum, seed, arm)
+    pin_threads(config.compute)  # the adapter's bytes depend on it (engines/lifetime.pin_threads)
     if config.compute.device == "cpu":
         torch.use_deterministic_algorithms(True)
     seed_everything(seed)  # before the base model loads
