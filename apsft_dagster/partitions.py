@@ -6,7 +6,7 @@ import dagster as dg
 
 from apsft_dagster.core.selection import ARMS
 from apsft_dagster.core.tasks.splits import train_task_ids
-from apsft_dagster.core.training.policies import parse_policy, policy_keys, stage_a_eval_keys, stage_a_policies
+from apsft_dagster.core.training.policies import BASE, parse_policy, policy_keys, stage_a_eval_keys, stage_a_policies
 from apsft_dagster.profile import definitions_config
 
 train_task_partitions = dg.StaticPartitionsDefinition(train_task_ids(definitions_config()))
@@ -17,6 +17,8 @@ policy_partitions = dg.StaticPartitionsDefinition(policy_keys(definitions_config
 STAGE_A_POLICIES = tuple(stage_a_policies(definitions_config()))
 # Stage A evaluation: base, then the six Stage A policies.
 stage_a_eval_partitions = dg.StaticPartitionsDefinition(stage_a_eval_keys(definitions_config()))
+# Stage B evaluation: base and every policy; a triggered run evaluates those its plan names.
+stage_b_eval_partitions = dg.StaticPartitionsDefinition([BASE, *policy_keys(definitions_config())])
 # Each policy's adapter depends on its own arm's SFT file only.
 arm_to_policies = dg.StaticPartitionMapping(
     {arm: [p for p in policy_keys(definitions_config()) if parse_policy(p)[0] == arm] for arm in ARMS})

@@ -12,27 +12,36 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from apsft_dagster.assets.analysis import experiment_report, stage_a_analysis, stage_b_analysis, stage_b_plan
+from apsft_dagster.assets.analysis import stage_a_analysis, stage_b_plan
 from apsft_dagster.assets.audits import audit_assets
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.evaluation import stage_a_eval, stage_a_generations
 from apsft_dagster.assets.evidence_seal import evidence_seal
 from apsft_dagster.assets.merged_models import merged_models
 from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
+from apsft_dagster.assets.report import experiment_report
 from apsft_dagster.assets.score_bank import parity_gate, score_bank, score_bank_index
 from apsft_dagster.assets.sft_arms import sft_arms, sft_manifest
+from apsft_dagster.assets.stage_b import stage_b_analysis, stage_b_eval, stage_b_generations
 from apsft_dagster.assets.task_catalog import task_catalog
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.assets.training import adapters
 from apsft_dagster.partitions import STAGE_A_POLICIES
 
 
-def replication_policies(defs: dg.Definitions) -> list[str]:
-    """The seed-43 policies Stage B's plan asks for, read from the run's store."""
-    from apsft_dagster.core.layout import STAGE_B_PLAN
+def _planned(field: str) -> Callable[[dg.Definitions], list[str]]:
+    def keys(defs: dg.Definitions) -> list[str]:
+        from apsft_dagster.core.layout import STAGE_B_PLAN
 
-    store = defs.resources["experiment"].store()
-    return list(store.get_json(STAGE_B_PLAN)["replication_policies"]) if store.exists(STAGE_B_PLAN) else []
+        store = defs.resources["experiment"].store()
+        return list(store.get_json(STAGE_B_PLAN)[field]) if store.exists(STAGE_B_PLAN) else []
+
+    keys.__doc__ = f"Stage B's plan's {field}, read from the run's store (none when Stage A does not trigger)."
+    return keys
+
+
+replication_policies = _planned("replication_policies")  # the seed-43 policies to train, merge and probe
+stage_b_policies = _planned("greedy_policies")  # every policy Stage B evaluates (the sampled ones among them)
 
 
 @dataclass(frozen=True)
@@ -69,6 +78,8 @@ STAGES = (
     # Stage B's seed-43 replication: the policies its plan names (none when Stage A does not trigger)
     Stage("replication_adapters_job", (adapters,), engine=True, keys_at_run=replication_policies),
     Stage("replication_merged_models_job", (merged_models,), engine=True, keys_at_run=replication_policies),
+    Stage("stage_b_generations_job", (stage_b_generations,), engine=True, keys_at_run=stage_b_policies),
+    Stage("stage_b_eval_job", (stage_b_eval,), keys_at_run=stage_b_policies),
     Stage("verdict_and_report_job", (stage_b_analysis, experiment_report)),
 )
 ASSETS = [a for stage in STAGES for a in stage.assets]

@@ -46,7 +46,7 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
                                             "sft_manifest_and_audits_job", "adapters_job", "merged_models_job",
                                             "stage_a_generations_job", "stage_a_eval_job", "stage_a_analysis_job",
                                             "replication_adapters_job", "replication_merged_models_job",
-                                            "verdict_and_report_job"]
+                                            "stage_b_generations_job", "stage_b_eval_job", "verdict_and_report_job"]
     assert defs.resolve_job_def("trace_bank_job").partitions_def == train_task_partitions
     assert defs.resolve_job_def("sft_arms_job").partitions_def.get_partition_keys() == list(ARMS)
     assert len(defs.sensors) == 2
@@ -57,7 +57,7 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
     assert [s.job for s in STAGES if s.engine] == ["trace_bank_job", "bank_and_parity_job", "score_bank_job",
                                                    "r1_labels_job", "adapters_job", "merged_models_job",
                                                    "stage_a_generations_job", "replication_adapters_job",
-                                                   "replication_merged_models_job"]
+                                                   "replication_merged_models_job", "stage_b_generations_job"]
     # partitions and resources come from one config: the resource is bound to the definitions' digest
     assert defs.resources["experiment"].definitions_digest == load_config().digest
 

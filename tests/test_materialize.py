@@ -33,7 +33,7 @@ def test_catalog_checks_pass_and_metadata_is_reported(in_process):
     assert sorted(e.check_name for e in evaluations) == ["answer_not_in_prompt", "cell_counts", "eval_train_firewall"]
     assert all(e.passed for e in evaluations)
     catalog = store.get_parquet(TASK_CATALOG)
-    assert catalog.height == 18 + 36 + 12 + 24
+    assert catalog.height == 18 + 36 + 12 + 24 + 36  # the last 36: rendering (core IID, second template)
 
 
 def test_base_model_is_a_partly_capable_policy(in_process):

@@ -3,7 +3,7 @@ import pytest
 
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.tasks.splits import (
-    build_catalog, check_answer_not_in_prompt, check_cell_counts, check_firewall, train_task_ids,
+    build_catalog, check_answer_not_in_prompt, check_cell_counts, check_firewall, render_second, train_task_ids,
 )
 
 
@@ -20,7 +20,7 @@ def full(tmp_path_factory):
 def test_full_catalog_has_the_registered_splits(full):
     catalog = build_catalog(full)
     counts = dict(catalog.group_by("split").len().iter_rows())
-    assert counts == {"train": 360, "core_iid": 180, "core_hard": 60, "held_family": 60}
+    assert counts == {"train": 360, "core_iid": 180, "core_hard": 60, "held_family": 60, "rendering": 180}
     cells = catalog.group_by("split", "family", "level").len()
     assert set(cells.filter(pl.col("split") == "train")["len"]) == {40}
     assert set(cells.filter(pl.col("split") == "held_family")["family"]) == {"brinework", "spindle"}
@@ -58,3 +58,17 @@ def test_checks_catch_a_broken_catalog():
     assert check_cell_counts(short, config) == ["(held_family, spindle, L2): 3 tasks, expected 4"]
     extra = pl.concat([catalog, catalog.filter(pl.col("split") == "train").head(1).with_columns(level=pl.lit(4, pl.Int64))])
     assert check_cell_counts(extra, config)[-1].endswith("1 tasks in a cell the config does not declare")
+
+
+def test_rendering_is_core_iid_under_a_second_template(full):
+    catalog = build_catalog(full)
+    iid = catalog.filter(pl.col("split") == "core_iid").sort("task_id")
+    rendering = catalog.filter(pl.col("split") == "rendering").sort("task_id")
+    assert rendering["task_id"].to_list() == [t.replace("core_iid-", "rendering-") for t in iid["task_id"]]
+    for column in ("family", "level", "index", "seed", "answer", "solution"):
+        assert rendering[column].to_list() == iid[column].to_list(), column
+    # the same task text inside another frame: every prompt differs, and contains its core-IID text
+    assert all(r != i and i in r for r, i in zip(rendering["prompt"], iid["prompt"]))
+    assert rendering["prompt"].to_list() == [render_second(p) for p in iid["prompt"]]
+    dropped = catalog.filter(pl.col("task_id") != "rendering-caravan-L1-000")
+    assert check_cell_counts(dropped, full) == ["(rendering, caravan, L1): 19 tasks, expected 20"]

@@ -4,6 +4,7 @@ import polars as pl
 import pytest
 
 from apsft_dagster.core.config import StageB
+from apsft_dagster.core.selection import ARMS
 from apsft_dagster.core.stage_b import (MISSION, POSITIVE, REPLICATED, comparison, final_verdict, matched_compute,
                                         matched_vote, replication, winner)
 
@@ -84,7 +85,7 @@ def test_matched_compute_compares_greedy_with_base_sample_more():
 
 @pytest.mark.parametrize("rungs,verdict", [
     ((None, None, None), "CORE_BANKING_NEGATIVE"),
-    (({"passed": False, "checks": {"margin": False, "lower": True}}, None, None), "STAGE_B"),
+    (({"passed": False, "checks": {"margin": False, "lower": True}}, None, None), "CORE_BANKING_NEGATIVE"),
     (({"passed": True}, {"passed": False}, None), POSITIVE),
     (({"passed": True}, {"passed": True}, {"passed": False}), REPLICATED),
     (({"passed": True}, {"passed": True}, {"passed": True}), MISSION),
@@ -93,8 +94,8 @@ def test_every_final_verdict_is_reachable(rungs, verdict):
     stage_a = "CORE_BANKING_NEGATIVE" if rungs[0] is None else "STAGE_B"
     got, rule = final_verdict(stage_a, *rungs)
     assert got == verdict and rule
-    if verdict == "STAGE_B":
-        assert "margin" in rule and "lower" not in rule.split(":")[1]
+    if rungs[0] is not None and not rungs[0]["passed"]:  # triggered, then the comparison failed: named
+        assert "(margin)" in rule
 
 
 def test_the_plan_names_what_stage_b_runs_or_why_it_does_not():
@@ -106,12 +107,86 @@ def test_the_plan_names_what_stage_b_runs_or_why_it_does_not():
                 "conditions": {"answer_potential": {"margin": 0.01, "checks": {**checks_ok, "margin": False}},
                                "joint_potential": {"margin": 0.05, "lower": -0.02,
                                                    "checks": {**checks_ok, "lower": False}}}}
-    none = plan(decision, 43)
+    none = plan(decision, 43, 42)
     assert not none["triggered"] and none["reasons"] == {"answer_potential": ["margin: 0.0100"],
                                                          "joint_potential": ["lower: -0.0200"]}
     decision["triggered"] = ["joint_potential"]
     decision["conditions"]["joint_potential"]["checks"]["lower"] = True
-    some = plan(decision, 43)
+    some = plan(decision, 43, 42)
     assert some["winner"] == "joint_potential" and some["baseline"] == "success_rft"
     assert some["replication_policies"] == ["joint_potential-seed43", "success_rft-seed43"]
     assert some["sampled_arms"] == ["base", "joint_potential", "success_rft", "shortest_natural", "potential_shuffle"]
+    assert some["sampled_policies"] == ["base", "joint_potential-seed42", "success_rft-seed42",
+                                        "shortest_natural-seed42", "potential_shuffle-seed42"]
+    assert some["greedy_policies"] == ["base", *(f"{a}-seed42" for a in ARMS), "joint_potential-seed43",
+                                       "success_rft-seed43"]
+    decision["strongest_baseline"] = "shortest_natural"  # the baseline is sampled once, not twice
+    assert plan(decision, 43, 42)["sampled_arms"] == ["base", "joint_potential", "shortest_natural",
+                                                      "potential_shuffle"]
+
+
+def _tables(right: dict[str, set[int]], base_samples: list[list[str]], n: int = 60, tokens: int = 100):
+    """Greedy rows for every (policy, task) of two primary splits and base's k samples; policy
+    names carry the seed (`<arm>-seed<N>`, base unseeded); a task i is right when i is in the set."""
+    rows, samples = [], []
+    for policy, good in right.items():
+        arm, _, seed = policy.partition("-seed")
+        for split in ("core_iid", "rendering"):
+            for i in range(n):
+                rows.append({"policy": policy, "arm": arm, "seed": int(seed) if seed else None,
+                             "task_id": f"{split}-{i:03d}", "split": split, "family": ("caravan", "runeward")[i % 2],
+                             "correct": i in good, "parsed": True, "forward_tokens": tokens})
+                if policy == "base":
+                    for j, answer in enumerate(base_samples[i]):
+                        samples.append({"policy": "base", "arm": "base", "seed": None, "task_id": f"{split}-{i:03d}",
+                                        "split": split, "sample": j, "canonical": "1", "answer": answer,
+                                        "forward_tokens": tokens // 2, "correct": answer == "1"})
+    return pl.DataFrame(rows, infer_schema_length=None), pl.DataFrame(samples, infer_schema_length=None)
+
+
+PLAN = {"winner": "answer_potential", "baseline": "random_natural"}
+
+
+@pytest.mark.parametrize("seed43_right,votes,verdict", [
+    (set(range(50)), [["2", "2"]] * 60, MISSION),  # base's two samples (50 tokens each) both wrong
+    (set(range(50)), [["1", "1"]] * 60, REPLICATED),  # base sample-more right everywhere: no win
+    (set(range(10)), [["2", "2"]] * 60, POSITIVE),  # seed 43 worse than its baseline: no replication
+])
+def test_analyze_climbs_the_ladder_from_the_tables(seed43_right, votes, verdict):
+    from apsft_dagster.core.stage_b import analyze
+
+    greedy, samples = _tables({"base": set(range(20)), "answer_potential-seed42": set(range(50)),
+                               "random_natural-seed42": set(range(30)), "answer_potential-seed43": seed43_right,
+                               "random_natural-seed43": set(range(30))}, votes)
+    result = analyze(PLAN, "STAGE_B", greedy, samples, RULES, experiment_seed=42, replication_seed=43,
+                     n_resamples=2000, seed=0)
+    assert result["final_verdict"] == verdict, result["rule"]
+    assert result["comparison"]["margin"] == pytest.approx(20 / 60)
+    assert result["replication"]["second_seed_margin"] == pytest.approx((len(seed43_right) - 30) / 60)
+    # brute force: base's vote is the first sample's answer when both fit (100 tokens for two of 50)
+    expected_vote = sum(v[0] == "1" for v in votes) / 60
+    assert result["matched_compute"]["base_vote_accuracy"] == pytest.approx(expected_vote)
+    assert result["accuracy"]["random_natural-seed43"] == {"core_iid": 0.5, "rendering": 0.5}
+
+
+def test_analyze_fails_the_first_rung_when_the_winner_does_not_hold():
+    from apsft_dagster.core.stage_b import analyze
+
+    greedy, samples = _tables({"base": set(range(20)), "answer_potential-seed42": set(range(31)),
+                               "random_natural-seed42": set(range(30)), "answer_potential-seed43": set(range(50)),
+                               "random_natural-seed43": set(range(30))}, [["2", "2"]] * 60)
+    result = analyze(PLAN, "STAGE_B", greedy, samples, RULES, experiment_seed=42, replication_seed=43,
+                     n_resamples=2000, seed=0)
+    assert result["final_verdict"] == "CORE_BANKING_NEGATIVE" and "margin" in result["rule"]
+
+
+def test_sampled_figures_by_brute_force():
+    from apsft_dagster.core.stage_b import sampled_figures
+
+    answers = [["1", "2", "2"], ["1", "1", None], ["3", "2", "1"], [None, None, None]]  # canonical "1"
+    rows = [{"policy": "base", "task_id": f"t{i}", "split": "core_iid", "sample": j, "answer": a, "canonical": "1",
+             "correct": a == "1"} for i, task in enumerate(answers) for j, a in enumerate(task)]
+    figures = sampled_figures(pl.DataFrame(rows))["base"]
+    # majority: t0 "2", t1 "1", t2 tie of three -> "3" (drawn first), t3 nothing
+    assert figures == {"k": 3, "tasks": 4, "sample_accuracy": pytest.approx(4 / 12), "majority_accuracy": 0.25,
+                       "pass_at_k": 0.75}

@@ -1,16 +1,14 @@
-"""analyze Stage A: per-policy figures, every trigger condition, the verdict; then the report."""
+"""analyze Stage A: per-policy figures, every trigger condition, the verdict, and Stage B's plan."""
 
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, png_markdown, table_preview
+from apsft_dagster.assets.common import OWNERS, table_preview
 from apsft_dagster.assets.evaluation import stage_a_eval
 from apsft_dagster.core.analysis import stage_a_decision
 from apsft_dagster.core.evaluation.summary import joint_strata, policy_figures
-from apsft_dagster.core.layout import (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN, arm_rows,
-                                       eval_table, report_plot)
-from apsft_dagster.core.report import build_report
-from apsft_dagster.core.stage_b import final_verdict, plan
+from apsft_dagster.core.layout import STAGE_A_DECISION, STAGE_B_PLAN, arm_rows, eval_table
+from apsft_dagster.core.stage_b import plan
 from apsft_dagster.core.training.policies import BASE
 from apsft_dagster.partitions import stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource
@@ -68,51 +66,14 @@ def stage_a_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
 @dg.asset(deps=[stage_a_analysis], group_name="stage_b", kinds={"json"}, owners=OWNERS)
 def stage_b_plan(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     """What Stage B runs: the winner, its strongest baseline, the seed-43 policies (trained, merged
-    and probed next, by the replication stages) and the arms sampled k times; or, when Stage A
-    does not trigger, nothing, with each potential arm's failed conditions."""
+    and probed next, by the replication stages), every policy evaluated on the Stage B splits and
+    those sampled k times; or, when Stage A does not trigger, nothing, with each potential arm's
+    failed conditions."""
     config, store = experiment.config(), experiment.store()
-    stage_b = plan(store.get_json(STAGE_A_DECISION)["decision"], config.seeds.replication)
+    stage_b = plan(store.get_json(STAGE_A_DECISION)["decision"], config.seeds.replication, config.seeds.experiment)
     digest = store.put_json(STAGE_B_PLAN, stage_b)
     return dg.MaterializeResult(
         metadata={"triggered": stage_b["triggered"], "winner": stage_b["winner"] or "none",
                   "replication_policies": ", ".join(stage_b["replication_policies"]) or "none",
                   "reasons": dg.MetadataValue.json(stage_b["reasons"]), "sha256": digest},
-        data_version=dg.DataVersion(digest))
-
-
-@dg.asset(deps=[stage_b_plan], group_name="stage_b", kinds={"json"}, owners=OWNERS)
-def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
-    """Stage B runs only when Stage A triggers. Not triggered: this records it, with each potential
-    arm's failed conditions, and the Stage A verdict is final."""
-    store = experiment.store()
-    analysis = store.get_json(STAGE_A_DECISION)
-    stage_b = store.get_json(STAGE_B_PLAN)
-    verdict, rule = final_verdict(analysis["verdict"], None, None, None)
-    if stage_b["triggered"]:
-        rule = (f"Stage A triggered Stage B for {stage_b['winner']} (seed-43 policies: "
-                f"{', '.join(stage_b['replication_policies'])}); the Stage B evaluation is not built in this version, "
-                "so the Stage A verdict stands")
-    document = {"format": "apsft-stage-b/1", "stage_a_verdict": analysis["verdict"], "plan": stage_b,
-                "final_verdict": verdict, "rule": rule}
-    digest = store.put_json(STAGE_B_DECISION, document)
-    context.log.info(f"final verdict: {verdict} ({rule})")
-    return dg.MaterializeResult(
-        metadata={"triggered": stage_b["triggered"], "final_verdict": verdict, "rule": rule,
-                  "reasons": dg.MetadataValue.json(stage_b["reasons"]), "sha256": digest},
-        data_version=dg.DataVersion(digest))
-
-
-@dg.asset(deps=[stage_b_analysis], group_name="report", kinds={"markdown"}, owners=OWNERS)
-def experiment_report(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
-    """The report a researcher reads at the end: Markdown and PNG plots through the store; the same
-    Markdown (and the accuracy plot) in this asset's metadata."""
-    config, store = experiment.config(), experiment.store()
-    markdown, plots = build_report(store, config)
-    hashes = {name: store.put_bytes(report_plot(name), data) for name, data in plots.items()}
-    digest = store.put_bytes(REPORT_MARKDOWN, markdown.encode())
-    verdict = store.get_json(STAGE_B_DECISION)["final_verdict"]
-    context.log.info(f"report: {store.path(REPORT_MARKDOWN)} (verdict {verdict})")
-    return dg.MaterializeResult(
-        metadata={"verdict": verdict, "path": str(store.path(REPORT_MARKDOWN)), "report": dg.MetadataValue.md(markdown),
-                  "accuracy_plot": png_markdown(plots["accuracy"], "accuracy"), "plots": len(hashes)},
         data_version=dg.DataVersion(digest))

@@ -31,6 +31,9 @@ def model_of(store, config, policy: str) -> tuple[str, str]:
     if policy == BASE:
         return str(base_model_path(config, store)), store.get_json(BASE_MODEL_REPORT)["fingerprint"]
     probe = store.get_json(probe_report(policy))
+    if store.get_json(merged_report(policy)).get("weights_kept") is False:
+        raise RuntimeError(f"{policy}: its merged weights were released after evaluation (merge.keep_weights: false; "
+                           f"{store.path(merged_report(policy))}); rematerialize merged_models for it first")
     if not probe["passed"]:
         raise RuntimeError(f"{policy}: its merged model answered exactly like base on every probe prompt "
                            f"({store.path(probe_report(policy))}); it is not evaluated")

@@ -110,6 +110,26 @@ def eval_table(policy: str) -> str:
     return f"{STAGE_A_EVAL}/{policy}.parquet"
 
 
+def stage_b_generations(policy: str) -> str:
+    """A policy's raw greedy generations on the Stage B splits (Stage A's rows reused by key)."""
+    return f"{STAGE_B_EVAL}/generations/{policy}.parquet"
+
+
+def stage_b_samples(policy: str) -> str:
+    """A sampled policy's raw k samples per Stage B task."""
+    return f"{STAGE_B_EVAL}/samples/{policy}.parquet"
+
+
+def stage_b_table(policy: str) -> str:
+    """A policy's parsed Stage B greedy evaluation: one row per task."""
+    return f"{STAGE_B_EVAL}/{policy}.parquet"
+
+
+def stage_b_sample_table(policy: str) -> str:
+    """A sampled policy's parsed samples: one row per (task, sample)."""
+    return f"{STAGE_B_EVAL}/{policy}.samples.parquet"
+
+
 STAGE_A_DECISION = f"{STAGE_A_ANALYSIS}/analysis.json"
 STAGE_B_DECISION = f"{STAGE_B_ANALYSIS}/analysis.json"
 STAGE_B_PLAN = f"{STAGE_B_ANALYSIS}/plan.json"

@@ -3,7 +3,8 @@
 Built only from stored, receipted artifacts; no timestamp and fixed float formats, so a rerun
 writes the same bytes. Sections: question, status and verdict, harvest funnel, parity, selection
 (modes, fallback gaps), dose and device-hours, training, Stage A table with intervals, each gate
-condition, the joint arm's strata, amendments with their derived classes, artifact hashes.
+condition, the joint arm's strata, Stage B when it ran (accuracy by split, each rung of the
+ladder, the sampled arms), amendments with their derived classes, artifact hashes.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from apsft_dagster.core.config import Config
 from apsft_dagster.core.layout import (EVIDENCE_SEAL, PARITY_GATE, SFT_MANIFEST, STAGE_A_DECISION, STAGE_B_DECISION,
                                        TRACE_BANK,
                                        adapter_report, arm_rows, eval_table, merged_report, probe_report,
-                                       summary_file)
+                                       stage_b_sample_table, stage_b_table, summary_file)
 from apsft_dagster.core.selection import ARMS
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.training.policies import BASE, stage_a_policies
@@ -37,6 +38,33 @@ def _table(rows: list[dict]) -> list[str]:
             + ["| " + " | ".join(_f(r[h]) for h in head) + " |" for r in rows])
 
 
+def stage_b_section(final: dict) -> list[str]:
+    """Stage B's tables when it ran; nothing when Stage A did not trigger (the status says why)."""
+    if not final["plan"]["triggered"]:
+        return []
+    plan, first, second, third = final["plan"], final["comparison"], final["replication"], final["matched_compute"]
+    splits = sorted({s for acc in final["accuracy"].values() for s in acc})
+    return ["## Stage B", "",
+            f"Winner `{plan['winner']}` against its strongest baseline `{plan['baseline']}`; greedy on "
+            f"{', '.join(splits)}; {len(plan['sampled_policies'])} policies sampled k times per task.", "",
+            "### Greedy accuracy by split", "",
+            *_table([{"policy": p, **acc} for p, acc in final["accuracy"].items()]), "",
+            "### The ladder, rung by rung", "",
+            *_table([{"rung": "comparison (core IID + rendering)", "margin": first["margin"], "lower": first["lower"],
+                      "upper": first["upper"], "detail": f"parse-rate loss {_f(first['parse_rate_loss'])}, "
+                                                         f"family-macro loss {_f(first['family_macro_loss'])}",
+                      "passed": "yes" if first["passed"] else "no"},
+                     {"rung": "seed-43 replication (pooled)", "margin": second["pooled_mean"],
+                      "lower": second["pooled_lower"], "upper": second["pooled_upper"],
+                      "detail": f"seed-43 core-IID margin {_f(second['second_seed_margin'])}",
+                      "passed": "yes" if second["passed"] else "no"},
+                     {"rung": "matched compute vs base sample-more", "margin": third["margin"], "lower": third["lower"],
+                      "upper": third["upper"], "detail": f"base vote accuracy {_f(third['base_vote_accuracy'])}",
+                      "passed": "yes" if third["passed"] else "no"}]), "",
+            "### Sampled policies (core IID + rendering)", "",
+            *_table([{"policy": p, **f} for p, f in final["sampled"].items()]), ""]
+
+
 def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
     analysis, final = store.get_json(STAGE_A_DECISION), store.get_json(STAGE_B_DECISION)
     decision = analysis["decision"]
@@ -44,9 +72,10 @@ def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
     figures = {p: analysis["policies"][p] for p in (BASE, *policies)}  # base first, then the arms in order
     manifest, funnel, parity = store.get_json(SFT_MANIFEST), store.get_json(summary_file(TRACE_BANK)), \
         store.get_json(PARITY_GATE)
-    adapters = {p: store.get_json(adapter_report(p)) for p in policies}
-    merged = {p: store.get_json(merged_report(p)) for p in policies}
-    probes = {p: store.get_json(probe_report(p)) for p in policies}
+    trained = [*policies, *final["plan"]["replication_policies"]]  # the seed-43 pair when Stage B ran
+    adapters = {p: store.get_json(adapter_report(p)) for p in trained}
+    merged = {p: store.get_json(merged_report(p)) for p in trained}
+    probes = {p: store.get_json(probe_report(p)) for p in trained}
     rows = {arm: store.get_parquet(arm_rows(arm)) for arm in ARMS}
     gaps = {arm: rows[arm].filter(pl.col("mode").is_in(["near_best_diverse", "fallback_second"]))["gap"].to_list()
             for arm in ("answer_potential", "joint_potential")}
@@ -100,13 +129,16 @@ def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
              "Thresholds: " + ", ".join(f"{k} {v}" for k, v in decision["thresholds"].items()) + ".", "",
              "### Joint arm by selection stratum", "",
              *_table([{"stratum": k, **v} for k, v in analysis["joint_strata"]["strata"].items()]), "",
+             *stage_b_section(final),
              "## Amendments and deviations", "",
              *_table([{"seq": r["seq"], "date": r["date"], "class": r["classification"], "text": r["text"]}
                       for r in amendments.classified(store)]), "",
              "## Artifact hashes", "",
              *_table([{"artifact": name, "sha256": store.verify(name)}
                       for name in (EVIDENCE_SEAL, SFT_MANIFEST, STAGE_A_DECISION, STAGE_B_DECISION,
-                                   *(eval_table(p) for p in (BASE, *policies)))]
+                                   *(eval_table(p) for p in (BASE, *policies)),
+                                   *(stage_b_table(p) for p in final["plan"]["greedy_policies"]),
+                                   *(stage_b_sample_table(p) for p in final["plan"]["sampled_policies"]))]
                      + [{"artifact": f"merged model {p}", "sha256": m["fingerprint"]} for p, m in merged.items()]), "",
              "## Plots", "", *(f"![{name}]({name}.png)" for name in PLOTS), ""]
     tables = {p: store.get_parquet(eval_table(p)) for p in (BASE, *policies)}

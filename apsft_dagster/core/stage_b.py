@@ -14,7 +14,9 @@ Stage A margin; ties go to answer_potential). Its ladder, each rung requiring th
   task, the majority vote over the first base samples whose summed forward tokens stay within
   the winner's forward tokens on that task (at least one sample), paired lower bound above zero.
 
-If the first rung fails, the Stage A verdict stands.
+When Stage A does not trigger, its verdict (CORE_BANKING_NEGATIVE) is final. When it triggers
+but the first rung fails, the final verdict is CORE_BANKING_NEGATIVE too: Stage A's STAGE_B is a
+request for more evidence, not a finding, and the fuller evidence did not hold.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from apsft_dagster.core.analysis import EPS, POTENTIAL, family_macro
 from apsft_dagster.core.config import StageB
 from apsft_dagster.core.stats import paired_bootstrap
 
+NEGATIVE = "CORE_BANKING_NEGATIVE"
 POSITIVE, REPLICATED, MISSION = "POTENTIAL_BANKING_POSITIVE", "REPLICATED_BANKING_POSITIVE", "MISSION_POSITIVE"
 PRIMARY_SPLITS = ("core_iid", "rendering")
 
@@ -88,8 +91,7 @@ def matched_vote(samples: Sequence[tuple[str | None, int]], budget: int) -> str 
             break
         taken.append(answer)
         spent += tokens
-    counts = Counter(taken)
-    return max(counts, key=lambda ans: (counts[ans], -taken.index(ans)))
+    return _majority(taken)
 
 
 def matched_compute(treatment: pl.DataFrame, base_samples: pl.DataFrame, *, n_resamples: int, seed: int,
@@ -110,10 +112,11 @@ def matched_compute(treatment: pl.DataFrame, base_samples: pl.DataFrame, *, n_re
 
 def final_verdict(stage_a_verdict: str, first: dict | None, second: dict | None, third: dict | None) -> tuple[str, str]:
     """(verdict, the rule that fired)."""
-    if first is None or not first["passed"]:
-        return stage_a_verdict, ("Stage B not triggered" if first is None else
-                                 "Stage B comparison failed: " + ", ".join(k for k, ok in first["checks"].items()
-                                                                          if not ok) + "; the Stage A verdict stands")
+    if first is None:
+        return stage_a_verdict, "Stage B not triggered: the Stage A verdict is final"
+    if not first["passed"]:
+        return NEGATIVE, ("Stage B comparison failed (" + ", ".join(k for k, ok in first["checks"].items() if not ok)
+                          + "): the Stage A trigger did not hold on the Stage B evaluation")
     if second is None or not second["passed"]:
         return POSITIVE, "the Stage B comparison holds; the seed-43 replication does not"
     if third is None or not third["passed"]:
@@ -121,9 +124,12 @@ def final_verdict(stage_a_verdict: str, first: dict | None, second: dict | None,
     return MISSION, "replicated, and the treatment beats base sample-more at matched forward tokens"
 
 
-def plan(decision: dict, replication_seed: int) -> dict:
-    """What Stage B must run, or why it does not run: each potential arm's failed conditions."""
-    from apsft_dagster.core.training.policies import policy_key
+def plan(decision: dict, replication_seed: int, experiment_seed: int) -> dict:
+    """What Stage B must run, or why it does not run: each potential arm's failed conditions.
+    Triggered: the seed-43 policies to train, every policy evaluated greedily on the Stage B splits
+    (base, the six Stage A policies, the seed-43 pair) and those sampled k times per task."""
+    from apsft_dagster.core.selection import ARMS
+    from apsft_dagster.core.training.policies import BASE, policy_key
 
     reasons = {arm: [f"{k}: {'%.4f' % c[k] if isinstance(c.get(k), float) else c.get(k)}"
                      for k, ok in c["checks"].items() if not ok]
@@ -131,8 +137,59 @@ def plan(decision: dict, replication_seed: int) -> dict:
     chosen = winner(decision)
     if chosen is None:
         return {"triggered": False, "reasons": reasons, "winner": None, "baseline": None,
-                "replication_policies": [], "sampled_arms": []}
+                "replication_policies": [], "sampled_arms": [], "greedy_policies": [], "sampled_policies": []}
     baseline = decision["strongest_baseline"]
+    replication = [policy_key(chosen, replication_seed), policy_key(baseline, replication_seed)]
+    sampled = list(dict.fromkeys([BASE, chosen, baseline, "shortest_natural", "potential_shuffle"]))
     return {"triggered": True, "reasons": reasons, "winner": chosen, "baseline": baseline,
-            "replication_policies": [policy_key(chosen, replication_seed), policy_key(baseline, replication_seed)],
-            "sampled_arms": ["base", chosen, baseline, "shortest_natural", "potential_shuffle"]}
+            "replication_policies": replication, "sampled_arms": sampled,
+            "greedy_policies": [BASE, *(policy_key(a, experiment_seed) for a in ARMS), *replication],
+            "sampled_policies": [a if a == BASE else policy_key(a, experiment_seed) for a in sampled]}
+
+
+def sampled_figures(samples: pl.DataFrame) -> dict:
+    """Per sampled policy on the primary splits: mean sample accuracy, majority vote over all k
+    samples (ties to the answer drawn first; unparsed samples vote for nothing) and pass@k."""
+    out = {}
+    for policy in samples["policy"].unique(maintain_order=True).to_list():
+        rows = samples.filter((pl.col("policy") == policy) & pl.col("split").is_in(PRIMARY_SPLITS))
+        votes, passes = [], []
+        for _, task in rows.sort("task_id", "sample").group_by("task_id", maintain_order=True):
+            vote = _majority(task["answer"].to_list())
+            votes.append(vote is not None and vote == task["canonical"][0])
+            passes.append(bool(task["correct"].any()))
+        out[policy] = {"k": int(rows.group_by("task_id").len()["len"].max()), "tasks": len(votes),
+                       "sample_accuracy": float(rows["correct"].mean()),
+                       "majority_accuracy": float(np.mean(votes)), "pass_at_k": float(np.mean(passes))}
+    return out
+
+
+def _majority(taken: list[str | None]) -> str | None:
+    """The most frequent answer; ties go to the one drawn first."""
+    counts = Counter(taken)
+    return max(counts, key=lambda ans: (counts[ans], -taken.index(ans)))
+
+
+def analyze(stage_b: dict, stage_a_verdict: str, greedy: pl.DataFrame, samples: pl.DataFrame, thresholds: StageB,
+            *, experiment_seed: int, replication_seed: int, n_resamples: int, seed: int,
+            confidence: float = 0.95) -> dict:
+    """The three rungs from the Stage B tables, and the final verdict with the rule that fired.
+    greedy: one row per (policy, task) over the Stage B splits (eval_table's columns); samples:
+    one row per (policy, task, sample) (sample_table's columns)."""
+    arm, baseline = stage_b["winner"], stage_b["baseline"]
+    first_seed = greedy.filter((pl.col("seed") == experiment_seed) | (pl.col("arm") == "base"))
+    first = comparison(first_seed, arm, baseline, thresholds, n_resamples=n_resamples, seed=seed,
+                       confidence=confidence)
+    second_seed = greedy.filter(pl.col("seed") == replication_seed)
+    second = replication(first_seed, second_seed, arm, baseline, n_resamples=n_resamples, seed=seed,
+                         confidence=confidence)
+    primary = pl.col("split").is_in(PRIMARY_SPLITS)
+    treatment = first_seed.filter((pl.col("arm") == arm) & primary).select("task_id", "correct", "forward_tokens")
+    base_samples = samples.filter((pl.col("arm") == "base") & primary)
+    third = matched_compute(treatment, base_samples, n_resamples=n_resamples, seed=seed, confidence=confidence)
+    verdict, rule = final_verdict(stage_a_verdict, first, second, third)
+    accuracy = {policy: {split: float(rows.filter(pl.col("split") == split)["correct"].mean())
+                         for split in sorted(set(rows["split"]))}
+                for (policy,), rows in greedy.group_by("policy", maintain_order=True)}
+    return {"comparison": first, "replication": second, "matched_compute": third,
+            "sampled": sampled_figures(samples), "accuracy": accuracy, "final_verdict": verdict, "rule": rule}

@@ -48,3 +48,25 @@ def eval_table(policy: str, arm: str, seed: int | None, generations: pl.DataFram
                      "finish_reason": g["finish_reason"], "token_ids": ids,
                      **parse_one(ids, tokenizer, close_id, task["answer"], loop)})
     return pl.DataFrame(rows, schema=SCHEMA)
+
+
+SAMPLE_SCHEMA = {"policy": pl.String, "arm": pl.String, "seed": pl.Int64, "task_id": pl.String, "split": pl.String,
+                 "family": pl.String, "level": pl.Int64, "sample": pl.Int64, "canonical": pl.String,
+                 "thought_tokens": pl.Int64, "forward_tokens": pl.Int64, "closed": pl.Boolean, "loop": pl.Boolean,
+                 "parsed": pl.Boolean, "answer": pl.String, "correct": pl.Boolean}
+
+
+def sample_table(policy: str, arm: str, seed: int | None, samples: pl.DataFrame, tasks: pl.DataFrame, tokenizer,
+                 loop: LoopThresholds) -> pl.DataFrame:
+    """Stage B's k samples per task parsed: one row per (task, sample), in task then sample order."""
+    close_id = tokenizer.convert_tokens_to_ids(THINK_CLOSE)
+    task_by_id = {t["task_id"]: t for t in tasks.iter_rows(named=True)}
+    rows = []
+    for g in samples.sort("task_id", "sample").iter_rows(named=True):
+        task, ids = task_by_id[g["task_id"]], list(g["token_ids"])
+        parsed = parse_one(ids, tokenizer, close_id, task["answer"], loop)
+        rows.append({"policy": policy, "arm": arm, "seed": seed, "task_id": task["task_id"], "split": task["split"],
+                     "family": task["family"], "level": task["level"], "sample": g["sample"],
+                     "canonical": task["answer"], "forward_tokens": g["prompt_tokens"] + len(ids),
+                     **{k: parsed[k] for k in ("thought_tokens", "closed", "loop", "parsed", "answer", "correct")}})
+    return pl.DataFrame(rows, schema=SAMPLE_SCHEMA)

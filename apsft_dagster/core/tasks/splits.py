@@ -12,6 +12,10 @@ from apsft_dagster.core.tasks import Task, generate
 from apsft_dagster.core.tasks.answers import ANSWER_TAG
 
 SPLITS = ("train", "core_iid", "core_hard", "held_family")
+# Stage B's `rendering` split: the core-IID tasks (same ids' cells, seeds and answers) under a
+# second prompt template, sealed like the others (firewall and answer checks cover it).
+RENDERING, RENDERED_FROM = "rendering", "core_iid"
+CATALOG_SPLITS = (*SPLITS, RENDERING)
 CATALOG_SCHEMA = {
     "task_id": pl.String, "split": pl.String, "family": pl.String, "level": pl.Int64,
     "index": pl.Int64, "seed": pl.Int64, "prompt": pl.String, "answer": pl.String, "solution": pl.String,
@@ -31,6 +35,13 @@ def _cells(split: Split) -> Iterator[tuple[str, int, int]]:
                 yield family, level, index
 
 
+def render_second(prompt: str) -> str:
+    """The second prompt template (the `rendering` split): the same task text, framed otherwise.
+    It never names the answer line: the boundary stays the model's own to write."""
+    return ("Here is a puzzle. Read all of it before you start.\n\n"
+            f"{prompt}\n\nWork it out step by step and finish with the final value.")
+
+
 def build_catalog(config: Config) -> pl.DataFrame:
     seeds = {"train": config.seeds.train_tasks}
     rows = []
@@ -39,6 +50,9 @@ def build_catalog(config: Config) -> pl.DataFrame:
         for family, level, index in _cells(getattr(config.tasks, name)):
             task = generate(family, level, index, seed)
             rows.append({"task_id": task_id(name, family, level, index), "split": name, **_fields(task)})
+            if name == RENDERED_FROM:
+                rows.append({**rows[-1], "task_id": task_id(RENDERING, family, level, index), "split": RENDERING,
+                             "prompt": render_second(task.prompt)})
     return pl.DataFrame(rows, schema=CATALOG_SCHEMA).sort("split", "task_id")
 
 
@@ -54,6 +68,7 @@ def train_task_ids(config: Config) -> list[str]:
 def check_cell_counts(catalog: pl.DataFrame, config: Config) -> list[str]:
     """Every (split, family, level) cell holds exactly its configured count, and nothing else exists."""
     expected = {(name, *cell): n for name in SPLITS for cell, n in split_cells(getattr(config.tasks, name)).items()}
+    expected |= {(RENDERING, *cell): n for cell, n in split_cells(getattr(config.tasks, RENDERED_FROM)).items()}
     return cell_problems(tasks_per_cell(catalog, ("split", "family", "level")), expected)
 
 
