@@ -98,14 +98,15 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
         files = json.loads(first.receipt_path(merged_dir(policy)).read_text())["files"]
         assert files == json.loads(second.receipt_path(merged_dir(policy)).read_text())["files"]
     # the evaluation tables, the analysis and the report with its plots
-    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION, eval_generations, eval_table, report_plot
+    from apsft_dagster.core.layout import (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN,
+                                           eval_generations, eval_table, report_plot)
     from apsft_dagster.core.report import PLOTS
     from apsft_dagster.core.training.policies import stage_a_eval_keys
 
     for policy in stage_a_eval_keys(load_config("smoke")):
         assert first.verify(eval_generations(policy)) == second.verify(eval_generations(policy)), policy
         assert first.verify(eval_table(policy)) == second.verify(eval_table(policy)), policy
-    for name in (STAGE_A_DECISION, REPORT_MARKDOWN, *(report_plot(p) for p in PLOTS)):
+    for name in (STAGE_A_DECISION, STAGE_B_PLAN, STAGE_B_DECISION, REPORT_MARKDOWN, *(report_plot(p) for p in PLOTS)):
         assert first.verify(name) == second.verify(name), name
 
 
