@@ -19,6 +19,8 @@ STAGE_A_POLICIES = tuple(stage_a_policies(definitions_config()))
 stage_a_eval_partitions = dg.StaticPartitionsDefinition(stage_a_eval_keys(definitions_config()))
 # Stage B evaluation: base and every policy; a triggered run evaluates those its plan names.
 stage_b_eval_partitions = dg.StaticPartitionsDefinition([BASE, *policy_keys(definitions_config())])
+# The loss-mask group: one partition per registered dataset version (`apsft loss-mask add NAME PATH`).
+lm_dataset_partitions = dg.DynamicPartitionsDefinition(name="lm_dataset")
 # Each policy's adapter depends on its own arm's SFT file only.
 arm_to_policies = dg.StaticPartitionMapping(
     {arm: [p for p in policy_keys(definitions_config()) if parse_policy(p)[0] == arm] for arm in ARMS})

@@ -106,6 +106,8 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
 def _run_tags(stage: Stage, keys: list[str] | None) -> list[dict[str, str]]:
     if stage.partitions_def is None:
         return [{}]
+    if isinstance(stage.partitions_def, dg.DynamicPartitionsDefinition):  # registered at run time: one run each
+        return [{"dagster/partition": k} for k in keys or []]
     all_keys = stage.partitions_def.get_partition_keys()
     chosen = keys if keys is not None else list(stage.default_keys or all_keys)
     if not chosen:

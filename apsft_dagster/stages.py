@@ -13,10 +13,12 @@ from dataclasses import dataclass
 import dagster as dg
 
 from apsft_dagster.assets.analysis import stage_a_analysis, stage_b_plan
-from apsft_dagster.assets.audits import audit_assets
+from apsft_dagster.assets.audits import audit_assets, loss_mask_audit_assets
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.evaluation import stage_a_eval, stage_a_generations
 from apsft_dagster.assets.evidence_seal import evidence_seal
+from apsft_dagster.assets.loss_mask import lm_build, lm_census, lm_verify
+from apsft_dagster.assets.loss_mask_pack import lm_pack, lm_pack_comparison
 from apsft_dagster.assets.merged_models import merged_models
 from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
 from apsft_dagster.assets.report import experiment_report
@@ -82,6 +84,13 @@ STAGES = (
     Stage("stage_b_eval_job", (stage_b_eval,), keys_at_run=stage_b_policies),
     Stage("verdict_and_report_job", (stage_b_analysis, experiment_report)),
 )
-ASSETS = [a for stage in STAGES for a in stage.assets]
+# The loss-mask group (seed 004), a sibling system: one run per registered dataset version, then
+# its SQL audits. `apsft loss-mask run NAME` runs these; `apsft run` does not.
+LOSS_MASK_STAGES = (
+    Stage("loss_mask_job", (lm_census, lm_build, lm_verify, lm_pack, lm_pack_comparison)),
+    Stage("loss_mask_audits_job", tuple(loss_mask_audit_assets)),
+)
+# each asset once: the replication stages select adapters / merged_models again
+ASSETS = list(dict.fromkeys(a for stage in (*STAGES, *LOSS_MASK_STAGES) for a in stage.assets))
 JOBS = [dg.define_asset_job(s.job, selection=list(s.assets), tags={"apsft/engine": str(s.engine).lower()})
-        for s in STAGES]  # a job per stage: the replication stages select adapters / merged_models again
+        for s in (*STAGES, *LOSS_MASK_STAGES)]

@@ -31,4 +31,5 @@ def audit_asset(audit: Audit) -> dg.AssetsDefinition:
     return _audit
 
 
-audit_assets = [audit_asset(a) for a in discover()]
+audit_assets = [audit_asset(a) for a in discover() if not a.loss_mask]  # the experiment's
+loss_mask_audit_assets = [audit_asset(a) for a in discover() if a.loss_mask]

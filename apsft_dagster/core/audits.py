@@ -21,7 +21,7 @@ import polars as pl
 from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.errors import AuditError, MissingArtifactError
 from apsft_dagster.core.layout import (AUDIT_DATABASE, PARITY_GATE, R1_BANK, SCORE_BANK, SFT_MANIFEST, TASK_CATALOG,
-                                       TRACE_BANK, arm_rows, shards_glob)
+                                       TRACE_BANK, arm_rows, lm_file, shards_glob)
 from apsft_dagster.core.store import Store
 
 AUDIT_DIR = PROJECT_ROOT / "dbt_like_sql"
@@ -35,7 +35,10 @@ VIEWS = {
     "parity_gate": ("parity_gate", PARITY_GATE, "select * from read_json({files})"),
     "sft_rows": ("sft_arms", arm_rows("*"), "select * from read_parquet({files}, union_by_name = true)"),
     "sft_manifest": ("sft_manifest", SFT_MANIFEST, "select unnest(arms, max_depth := 2) from read_json({files})"),
+    # the loss-mask group: every registered dataset's census, long (dataset, source, kind, name, count)
+    "lm_census": ("lm_census", lm_file("*", "census.parquet"), "select * from read_parquet({files})"),
 }
+LOSS_MASK_ASSETS = ("lm_census",)  # audits over these belong to the loss-mask group's job, not the experiment's
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,10 @@ class Audit:
     @property
     def assets(self) -> list[str]:
         return sorted({VIEWS[v][0] for v in self.views})
+
+    @property
+    def loss_mask(self) -> bool:
+        return any(a in LOSS_MASK_ASSETS for a in self.assets)
 
 
 def referenced_tables(sql: str, source: str = "<sql>") -> tuple[str, ...]:

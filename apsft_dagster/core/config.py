@@ -202,6 +202,20 @@ class StageB(_Strict):
     k_samples: int
 
 
+class LossMask(_Strict):
+    """The loss-mask curation group (seed 004), a sibling system: not part of the experiment's seal."""
+
+    known_broken_families: list[str]  # verifier families whose failures are not trusted (false-claim rule)
+    prose_commands: list[str] | None  # shell commands the prose-command rule knows; null: the rules' default list
+    pack_length: int
+    shards: int
+    pack_seed: int
+    demo_rows: int  # rows of the generated dataset `apsft loss-mask demo` registers
+
+
+SIBLING_SECTIONS = ("loss_mask",)  # other systems of the platform: their settings never move the experiment's seal
+
+
 class Config(_Strict):
     profile: str
     seeds: Seeds
@@ -218,6 +232,7 @@ class Config(_Strict):
     probe: Probe
     evaluation: Evaluation
     stage_b: StageB
+    loss_mask: LossMask
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:
@@ -257,8 +272,9 @@ class Config(_Strict):
 
     @property
     def digest(self) -> str:
-        """SHA-256 of the canonical JSON form: the config's identity in the evidence seal."""
-        return hashlib.sha256(canonical_json(self.model_dump(mode="json"))).hexdigest()
+        """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (the sibling
+        systems' sections left out: they do not change the experiment)."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json", exclude=set(SIBLING_SECTIONS)))).hexdigest()
 
 
 def _check_split(field: str, split: Split) -> None:

@@ -139,3 +139,9 @@ def _tool_calling(rng: random.Random) -> tuple[dict, Truth]:
     turns = [(m, r, None) for m, r in rng.sample(TOOL_TURNS, rng.randint(1, 3))]
     messages, truth = _conversation(rng, turns)
     return {"messages": messages, "tools": TOOLS, "verifier": _verifier(rng, False)}, truth
+
+
+def dataset_lines(n: int, seed: int) -> Iterator[bytes]:
+    """The planted rows as JSON lines (compact separators, so a line is what a build writes back)."""
+    for row, _ in planted_rows(n, seed):
+        yield json.dumps(row, ensure_ascii=False).encode() + b"\n"
