@@ -292,9 +292,10 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("name", nargs="?", help="one audit (a dbt_like_sql/ file name without .sql)")
         if name == "ui":
             p.add_argument("--port", type=int, default=3000)
-    from apsft_dagster.cli_loss_mask import add_parser
+    from apsft_dagster import cli_loss_mask, cli_run_report
 
-    add_parser(sub)
+    cli_loss_mask.add_parser(sub)
+    cli_run_report.add_parser(sub)
     args = parser.parse_args(argv)
     try:
         return args.handler(args)

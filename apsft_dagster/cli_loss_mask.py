@@ -37,7 +37,8 @@ def loss_mask(args: argparse.Namespace) -> int:
     if args.action == "add":
         record = register(store, args.name, args.path)
         _instance().add_dynamic_partitions(PARTITIONS, [record["name"]])
-        print(f"registered {record['name']}: {record['path']} ({record['bytes']:,} bytes, sha256 {record['sha256'][:12]})")
+        print(f"registered {record['name']}: {record['path']} ({record['bytes']:,} bytes, "
+              f"sha256 {record['sha256'][:12]})")
         return 0
     name = "demo" if args.action == "demo" else check_name(args.name)
     if args.action == "demo":
@@ -80,9 +81,11 @@ def _run(store, config, name: str) -> int:
     stages = list(LOSS_MASK_STAGES)
     if not store.exists(BASE_MODEL_REPORT):  # packing tokenizes with the base model's tokenizer
         stages = select_stages("tasks_and_model_job", "tasks_and_model_job") + stages
-    outcomes = run_stages(defs, instance, stages, partition_keys={"loss_mask_job": [name]},
-                          on_stage=lambda o: print(f"  {o.job:<22} {'ok' if o.ok else 'FAILED':<7} {o.seconds:6.1f} s  "
-                                                   f"checks {sum(p for *_, p in o.checks)}/{len(o.checks)}", flush=True))
+    def line(o) -> None:
+        print(f"  {o.job:<22} {'ok' if o.ok else 'FAILED':<7} {o.seconds:6.1f} s  "
+              f"checks {sum(p for *_, p in o.checks)}/{len(o.checks)}", flush=True)
+
+    outcomes = run_stages(defs, instance, stages, partition_keys={"loss_mask_job": [name]}, on_stage=line)
     if not all(o.ok for o in outcomes):
         print(f"apsft loss-mask: {name} stopped at {outcomes[-1].job}; `apsft ui` shows the failed run or check",
               file=sys.stderr)

@@ -21,6 +21,8 @@ stage_a_eval_partitions = dg.StaticPartitionsDefinition(stage_a_eval_keys(defini
 stage_b_eval_partitions = dg.StaticPartitionsDefinition([BASE, *policy_keys(definitions_config())])
 # The loss-mask group: one partition per registered dataset version (`apsft loss-mask add NAME PATH`).
 lm_dataset_partitions = dg.DynamicPartitionsDefinition(name="lm_dataset")
+# The RL run report: one partition per registered run (the inbox sensor or `apsft rl-report add`).
+rl_run_partitions = dg.DynamicPartitionsDefinition(name="rl_run")
 # Each policy's adapter depends on its own arm's SFT file only.
 arm_to_policies = dg.StaticPartitionMapping(
     {arm: [p for p in policy_keys(definitions_config()) if parse_policy(p)[0] == arm] for arm in ARMS})

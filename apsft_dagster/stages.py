@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import dagster as dg
 
 from apsft_dagster.assets.analysis import stage_a_analysis, stage_b_plan
-from apsft_dagster.assets.audits import audit_assets, loss_mask_audit_assets
+from apsft_dagster.assets.audits import audit_assets, loss_mask_audit_assets, run_report_audit_assets
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.evaluation import stage_a_eval, stage_a_generations
 from apsft_dagster.assets.evidence_seal import evidence_seal
@@ -22,6 +22,7 @@ from apsft_dagster.assets.loss_mask_pack import lm_pack, lm_pack_comparison
 from apsft_dagster.assets.merged_models import merged_models
 from apsft_dagster.assets.r1_labels import r1_labels, r1_labels_index
 from apsft_dagster.assets.report import experiment_report
+from apsft_dagster.assets.run_report import rl_run_evidence, run_report
 from apsft_dagster.assets.score_bank import parity_gate, score_bank, score_bank_index
 from apsft_dagster.assets.sft_arms import sft_arms, sft_manifest
 from apsft_dagster.assets.stage_b import stage_b_analysis, stage_b_eval, stage_b_generations
@@ -90,7 +91,14 @@ LOSS_MASK_STAGES = (
     Stage("loss_mask_job", (lm_census, lm_build, lm_verify, lm_pack, lm_pack_comparison)),
     Stage("loss_mask_audits_job", tuple(loss_mask_audit_assets)),
 )
+# The RL run report (seed 000), a sibling system: one run per registered run folder (the inbox
+# sensor requests it), then its SQL audits. `apsft rl-report add NAME FOLDER` runs these by hand.
+RUN_REPORT_STAGES = (
+    Stage("run_report_job", (rl_run_evidence, run_report)),
+    Stage("run_report_audits_job", tuple(run_report_audit_assets)),
+)
+SIBLING_STAGES = (*LOSS_MASK_STAGES, *RUN_REPORT_STAGES)
 # each asset once: the replication stages select adapters / merged_models again
-ASSETS = list(dict.fromkeys(a for stage in (*STAGES, *LOSS_MASK_STAGES) for a in stage.assets))
+ASSETS = list(dict.fromkeys(a for stage in (*STAGES, *SIBLING_STAGES) for a in stage.assets))
 JOBS = [dg.define_asset_job(s.job, selection=list(s.assets), tags={"apsft/engine": str(s.engine).lower()})
-        for s in (*STAGES, *LOSS_MASK_STAGES)]
+        for s in (*STAGES, *SIBLING_STAGES)]

@@ -1,10 +1,11 @@
 """Loss-mask census and build throughput against a bare parse of the same file (same JSON library).
 
 Writes a planted synthetic file of `--mb` megabytes (default 1024), then times, best of
-`--repeat`: a bare `json.loads` of every line, `census`, and `build` (output and flags to
-/dev/null-like sinks that still hash), and reports MB/s, the ratios to the bare parse (target
->= 0.5x) and the peak RSS of each (census and build stream: RSS must not grow with the file).
-Usage: python benchmarks/bench_loss_mask.py [--mb 1024] [--repeat 1] [--dir /tmp]
+`--repeat`: a bare `json.loads` of every line (one process), `census` and `build` in one process
+(output and flags to /dev/null-like sinks that still hash), and both again over `--workers`
+ranges of the file (core/loss_mask/parallel.py, what the assets run); reports MB/s, the ratios to
+the bare parse (target >= 0.5x) and the peak RSS of each (they stream: RSS must not grow with
+the file). Usage: python benchmarks/bench_loss_mask.py [--mb 1024] [--repeat 1] [--workers N]
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ STEP = """
 import io, json, sys, time, resource
 from apsft_dagster.core.loss_mask.build import build
 from apsft_dagster.core.loss_mask.census import census
-kind, path, expected = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+from apsft_dagster.core.loss_mask.parallel import build_file, census_file
+kind, path, expected, workers = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 class Sink(io.RawIOBase):
     def writable(self): return True
     def write(self, b): return len(b)
@@ -34,9 +36,14 @@ with open(path, "rb") as f:
         out = {"rows": n}
     elif kind == "census":
         out = census(f)["total"]
-    else:
+    elif kind == "build":
         out = build(f, Sink(), Sink(), expected_reasons=expected)
-print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    elif kind == "census_workers":
+        out = census_file(path, workers=workers)["total"]
+    else:
+        out = build_file(path, Sink(), Sink(), expected_reasons=expected, workers=workers)
+rss = max(resource.getrusage(r).ru_maxrss for r in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_mb": rss / 1024,
                   "reasons": out.get("reasons", {})}))
 """
 
@@ -52,11 +59,11 @@ def write_file(path: Path, mb: int) -> int:
     return rows
 
 
-def run(kind: str, path: Path, expected: dict, repeat: int) -> dict:
-    """Each measurement in a fresh interpreter, so peak RSS is that step's own."""
+def run(kind: str, path: Path, expected: dict, repeat: int, workers: int = 1) -> dict:
+    """Each measurement in a fresh interpreter, so peak RSS is that step's own (its largest process)."""
     best = None
     for _ in range(repeat):
-        proc = subprocess.run([sys.executable, "-c", STEP, kind, str(path), json.dumps(expected)],
+        proc = subprocess.run([sys.executable, "-c", STEP, kind, str(path), json.dumps(expected), str(workers)],
                               capture_output=True, text=True, check=True)
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         best = result if best is None or result["seconds"] < best["seconds"] else best
@@ -68,6 +75,8 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--dir", default="/tmp")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="processes for the census and build over ranges of the file (default: every core)")
     args = parser.parse_args()
     path = Path(args.dir) / f"apsft-loss-mask-{args.mb}mb.jsonl"
     started = time.perf_counter()
@@ -77,9 +86,14 @@ def main() -> None:
     parse = run("parse", path, {}, args.repeat)
     counted = run("census", path, {}, args.repeat)
     built = run("build", path, counted["reasons"], args.repeat)
-    for name, r in (("bare parse", parse), ("census", counted), ("build", built)):
+    census_w = run("census_workers", path, {}, args.repeat, args.workers)
+    build_w = run("build_workers", path, counted["reasons"], args.repeat, args.workers)
+    assert census_w["reasons"] == counted["reasons"] == built["reasons"] == build_w["reasons"]
+    w = f"{args.workers} workers"
+    for name, r in (("bare parse", parse), ("census", counted), ("build", built), (f"census, {w}", census_w),
+                    (f"build, {w}", build_w)):
         ratio = parse["seconds"] / r["seconds"]
-        print(f"{name:<11} {size / r['seconds']:7.1f} MB/s  {ratio:5.2f}x bare  peak RSS {r['peak_rss_mb']:6.0f} MB")
+        print(f"{name:<18} {size / r['seconds']:7.1f} MB/s  {ratio:5.2f}x bare  peak RSS {r['peak_rss_mb']:6.0f} MB")
     os.environ.get("APSFT_KEEP_BENCH_FILE") or path.unlink()
 
 

@@ -46,6 +46,16 @@ def smoke_definitions(store_dir, **experiment_fields) -> dg.Definitions:
     return dg.Definitions(assets=ASSETS, jobs=JOBS, resources=smoke_resources(store_dir, **experiment_fields))
 
 
+def run_partition(store_dir, stages, partitions: str, key: str):
+    """A sibling group's stages for one dynamic partition `key` (added to a fresh ephemeral instance)."""
+    from apsft_dagster.runner import run_stages
+
+    instance = dg.DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions(partitions, [key])
+    return run_stages(smoke_definitions(store_dir), instance, stages, partition_keys={stages[0].job: [key]},
+                      alert=False)
+
+
 class StageRuns:
     """One stage's runs (or one asset's part of them), read back from the instance's event log."""
 

@@ -49,7 +49,7 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
                                             "stage_b_generations_job", "stage_b_eval_job", "verdict_and_report_job"]
     assert defs.resolve_job_def("trace_bank_job").partitions_def == train_task_partitions
     assert defs.resolve_job_def("sft_arms_job").partitions_def.get_partition_keys() == list(ARMS)
-    assert len(defs.sensors) == 2
+    assert sorted(s.name for s in defs.sensors) == ["asset_check_alert_sensor", "rl_inbox_sensor", "run_failure_alert_sensor"]
     assert defs.resolve_job_def("tasks_and_model_job").partitions_def is None
     assert {"experiment", "generator"} <= set(defs.resources)
     assert isinstance(defs.resources["generator"], dg.ConfigurableResource)

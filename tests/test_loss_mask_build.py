@@ -68,3 +68,16 @@ def test_verify_catches_a_changed_field_a_dropped_row_and_a_mask_on_a_user_turn(
         _rewrite(out, edit)
         with pytest.raises(VerifyError, match=message):
             verify(base, out, flags)
+
+
+@pytest.mark.parametrize("content", ["plain", "", None, 'quote " and \\ slash', "tab\tnew\nline\x01", "ünïcødé ✓ 🚀",
+                                     "\u2028 line separator"])
+def test_flag_lines_are_exactly_what_json_dumps_writes(content):
+    from apsft_dagster.core.loss_mask.build import flag_line
+
+    reasons = ["stall", "terminus-json"]
+    expected = json.dumps({"row_id": f"r-{content}", "message_index": 3, "reasons": reasons,
+                           "content_sha256": __import__("hashlib").sha256(
+                               json.dumps(content, ensure_ascii=False).encode()).hexdigest()},
+                          sort_keys=True, ensure_ascii=False).encode() + b"\n"
+    assert flag_line(f"r-{content}", 3, reasons, content) == expected

@@ -9,7 +9,6 @@ import subprocess
 import sys
 from collections import Counter
 
-import dagster as dg
 import pytest
 
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, lm_file
@@ -34,14 +33,10 @@ def _store_with_base_model(source: Store, root) -> Store:
 
 
 def _run(store: Store, name: str):
-    from apsft_dagster.runner import run_stages
     from apsft_dagster.stages import LOSS_MASK_STAGES
-    from conftest import smoke_definitions
+    from conftest import run_partition
 
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions("lm_dataset", [name])
-    return run_stages(smoke_definitions(store.root), instance, LOSS_MASK_STAGES,
-                      partition_keys={"loss_mask_job": [name]}, alert=False)
+    return run_partition(store.root, LOSS_MASK_STAGES, "lm_dataset", name)
 
 
 @pytest.fixture(scope="module")

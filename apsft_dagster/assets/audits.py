@@ -31,5 +31,7 @@ def audit_asset(audit: Audit) -> dg.AssetsDefinition:
     return _audit
 
 
-audit_assets = [audit_asset(a) for a in discover() if not a.loss_mask]  # the experiment's
-loss_mask_audit_assets = [audit_asset(a) for a in discover() if a.loss_mask]
+_BY_GROUP = {a.name: (a.group, audit_asset(a)) for a in discover()}
+audit_assets = [asset for group, asset in _BY_GROUP.values() if group == "experiment"]
+loss_mask_audit_assets = [asset for group, asset in _BY_GROUP.values() if group == "loss_mask"]
+run_report_audit_assets = [asset for group, asset in _BY_GROUP.values() if group == "run_report"]

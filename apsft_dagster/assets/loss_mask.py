@@ -6,9 +6,8 @@ import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, check_result, table_preview
 from apsft_dagster.core.layout import lm_file
-from apsft_dagster.core.loss_mask.build import build
-from apsft_dagster.core.loss_mask.census import census
-from apsft_dagster.core.loss_mask.datasets import HashingLines, registered
+from apsft_dagster.core.loss_mask.datasets import check_unchanged, registered
+from apsft_dagster.core.loss_mask.parallel import build_file, census_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.loss_mask.verify import verify
 from apsft_dagster.partitions import lm_dataset_partitions
@@ -42,18 +41,17 @@ def census_table(dataset: str, counted: dict) -> pl.DataFrame:
 def lm_census(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     """Measure only (never writes the data): per-reason totals, the union, rows touched, every
     reason combination, the left-alone counts, in total and per source."""
-    store, dataset = experiment.store(), context.partition_key
+    config, store, dataset = experiment.config(), experiment.store(), context.partition_key
     record = registered(store, dataset)
-    lines = HashingLines(record)
-    counted = census(lines, source_name=record["path"], **rule_settings(experiment.config()))
     try:
-        lines.check()
-        problems = []
+        check_unchanged(record)
     except LossMaskError as exc:
-        problems = [str(exc)]
-    if not problems:
-        store.put_json(lm_file(dataset, "census.json"), counted)
-        store.put_parquet(lm_file(dataset, "census.parquet"), census_table(dataset, counted))
+        yield dg.MaterializeResult(metadata={"source_sha256": record["sha256"], "error": str(exc)})
+        yield check_result("source_unchanged", [str(exc)])
+        return
+    counted = census_file(record["path"], workers=config.loss_mask.workers, **rule_settings(config))
+    store.put_json(lm_file(dataset, "census.json"), counted)
+    store.put_parquet(lm_file(dataset, "census.parquet"), census_table(dataset, counted))
     total = counted["total"]
     context.log.info(f"{dataset}: {total['rows']} rows, {total['masked_turns']} turns to mask ({total['reasons']})")
     yield dg.MaterializeResult(metadata={
@@ -63,7 +61,7 @@ def lm_census(context: dg.AssetExecutionContext, experiment: ExperimentResource)
         "by_source": table_preview(census_table(dataset, counted).filter(pl.col("kind") == "reasons")
                                    .pivot("name", index="source", values="count"), rows=20)},
         data_version=dg.DataVersion(record["sha256"]))
-    yield check_result("source_unchanged", problems)
+    yield check_result("source_unchanged", [])
 
 
 @dg.asset(partitions_def=lm_dataset_partitions, deps=[lm_census], group_name=GROUP, kinds={"json"}, owners=OWNERS,
@@ -72,16 +70,15 @@ def lm_census(context: dg.AssetExecutionContext, experiment: ExperimentResource)
 def lm_build(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     """One streaming pass: `"step_loss_mask": 0` on each flagged assistant turn, nothing else; an
     untouched row is written as its original bytes; a flags file, one line per masked turn."""
-    store, dataset = experiment.store(), context.partition_key
+    config, store, dataset = experiment.config(), experiment.store(), context.partition_key
     record, counted = registered(store, dataset), store.get_json(lm_file(dataset, "census.json"))["total"]
     report = {}
 
     def fill(folder) -> None:
-        lines = HashingLines(record)
         with open(folder / MASKED, "wb") as out, open(folder / FLAGS, "wb") as flags:
-            report.update(build(lines, out, flags, expected_reasons=counted["reasons"],
-                                **rule_settings(experiment.config())))
-        lines.check()
+            report.update(build_file(record["path"], out, flags, expected_reasons=counted["reasons"],
+                                     workers=config.loss_mask.workers, **rule_settings(config)))
+        check_unchanged(record, report["base_sha256"])
 
     digest = store.put_dir(lm_file(dataset, "build"), fill)
     store.put_json(lm_file(dataset, "build.json"), {**report, "dataset": dataset, "build_sha256": digest})

@@ -21,7 +21,7 @@ import polars as pl
 from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.errors import AuditError, MissingArtifactError
 from apsft_dagster.core.layout import (AUDIT_DATABASE, PARITY_GATE, R1_BANK, SCORE_BANK, SFT_MANIFEST, TASK_CATALOG,
-                                       TRACE_BANK, arm_rows, lm_file, shards_glob)
+                                       TRACE_BANK, arm_rows, lm_file, rl_file, shards_glob)
 from apsft_dagster.core.store import Store
 
 AUDIT_DIR = PROJECT_ROOT / "dbt_like_sql"
@@ -37,8 +37,10 @@ VIEWS = {
     "sft_manifest": ("sft_manifest", SFT_MANIFEST, "select unnest(arms, max_depth := 2) from read_json({files})"),
     # the loss-mask group: every registered dataset's census, long (dataset, source, kind, name, count)
     "lm_census": ("lm_census", lm_file("*", "census.parquet"), "select * from read_parquet({files})"),
+    # the RL run report: every registered run's rollout samples with their hack signals
+    "rl_samples": ("rl_run_evidence", rl_file("*", "samples.parquet"), "select * from read_parquet({files})"),
 }
-LOSS_MASK_ASSETS = ("lm_census",)  # audits over these belong to the loss-mask group's job, not the experiment's
+SIBLING_ASSETS = {"lm_census": "loss_mask", "rl_run_evidence": "run_report"}  # audits over these run with their group
 
 
 @dataclass(frozen=True)
@@ -54,8 +56,9 @@ class Audit:
         return sorted({VIEWS[v][0] for v in self.views})
 
     @property
-    def loss_mask(self) -> bool:
-        return any(a in LOSS_MASK_ASSETS for a in self.assets)
+    def group(self) -> str:
+        """`experiment`, or the sibling system whose job runs this audit (`loss_mask`, `run_report`)."""
+        return next((SIBLING_ASSETS[a] for a in self.assets if a in SIBLING_ASSETS), "experiment")
 
 
 def referenced_tables(sql: str, source: str = "<sql>") -> tuple[str, ...]:

@@ -32,4 +32,6 @@ def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> None:
     _alert(context)
 
 
-sensors: list = [asset_check_alert_sensor, run_failure_alert_sensor]
+from apsft_dagster.sensors.rl_inbox import rl_inbox_sensor  # noqa: E402 (after the alert sensors it joins)
+
+sensors: list = [asset_check_alert_sensor, run_failure_alert_sensor, rl_inbox_sensor]

@@ -17,10 +17,12 @@ FIELDS = ("rows", "assistant_turns", "masked_turns", "rows_touched")
 
 
 def census(lines: Iterable[bytes | str], *, known_broken_families: frozenset[str] = frozenset(),
-           prose_commands: frozenset[str] | None = None, source_name: str = "<lines>") -> dict:
-    """Count over JSON lines (blank lines skipped); a line that is not JSON raises naming its number."""
+           prose_commands: frozenset[str] | None = None, source_name: str = "<lines>", first_line: int = 1) -> dict:
+    """Count over JSON lines (blank lines skipped); a line that is not JSON raises naming its number
+    (`first_line`: the number of the first line given, when they are a range of a larger file)."""
+    known_broken_families = frozenset(known_broken_families)
     tallies: dict[str, dict] = {}
-    for number, line in enumerate(lines, start=1):
+    for number, line in enumerate(lines, start=first_line):
         if not line.strip():
             continue
         try:
@@ -28,7 +30,28 @@ def census(lines: Iterable[bytes | str], *, known_broken_families: frozenset[str
         except json.JSONDecodeError as exc:
             raise LossMaskError(f"{source_name} line {number}: not JSON ({exc.msg}); fix or drop the line") from None
         flags, kept = judge_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)
-        _add(tallies.setdefault(str(row.get("source")), _empty()), row, flags, kept)
+        source = str(row.get("source"))
+        tally = tallies.get(source)
+        if tally is None:
+            tally = tallies[source] = _empty()
+        _add(tally, row, flags, kept)
+    return _result(tallies)
+
+
+def merge_census(parts: Iterable[dict]) -> dict:
+    """One census from the censuses of consecutive ranges of a file (counts add up)."""
+    tallies: dict[str, dict] = {}
+    for part in parts:
+        for source, plain in part["by_source"].items():
+            tally = tallies.setdefault(source, _empty())
+            for key in FIELDS:
+                tally[key] += plain[key]
+            for key in ("reasons", "combinations", "left_alone"):
+                tally[key].update(plain[key])
+    return _result(tallies)
+
+
+def _result(tallies: dict[str, dict]) -> dict:
     total = _empty()
     for tally in tallies.values():
         for key in FIELDS:

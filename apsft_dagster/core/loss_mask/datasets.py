@@ -7,24 +7,20 @@ bytes still hash to what was registered, so a report always names the exact inpu
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
+from apsft_dagster.core import names
 from apsft_dagster.core.layout import lm_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.store import Store
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 SOURCE = "source.json"
 CHUNK = 1 << 20
 
 
 def check_name(name: str) -> str:
-    if not NAME.fullmatch(name) or ".." in name:
-        raise LossMaskError(f"dataset name {name!r}: use 1-64 letters, digits, '.', '_' or '-' (no '..'), "
-                            "starting with a letter or digit; it names a partition and a store folder")
-    return name
+    return names.check_name(name, "dataset", LossMaskError)
 
 
 def file_sha256(path: Path) -> tuple[str, int]:
@@ -55,6 +51,16 @@ def registered(store: Store, name: str) -> dict:
     return store.get_json(lm_file(name, SOURCE))
 
 
+def check_unchanged(record: dict, sha256: str | None = None) -> str:
+    """The registered file's SHA-256 (computed unless given) must still be the registered one."""
+    actual = sha256 or file_sha256(Path(record["path"]))[0]
+    if actual != record["sha256"]:
+        raise LossMaskError(f"dataset {record['name']}: {record['path']} hashes to {actual[:12]}... but "
+                            f"was registered as {record['sha256'][:12]}...; it changed after registration. "
+                            f"Re-register it (`apsft loss-mask add {record['name']} PATH`) to measure the new bytes")
+    return actual
+
+
 class HashingLines:
     """The registered file's lines, hashed as they stream; `check()` after the last line proves
     the bytes read are the bytes registered."""
@@ -70,9 +76,4 @@ class HashingLines:
                 yield line
 
     def check(self) -> str:
-        actual = self.hash.hexdigest()
-        if actual != self.record["sha256"]:
-            raise LossMaskError(f"dataset {self.record['name']}: {self.record['path']} hashes to {actual[:12]}... but "
-                                f"was registered as {self.record['sha256'][:12]}...; it changed after registration. "
-                                f"Re-register it (`apsft loss-mask add {self.record['name']} PATH`) to measure the new bytes")
-        return actual
+        return check_unchanged(self.record, self.hash.hexdigest())

@@ -1,0 +1,127 @@
+"""Census and build over one file in worker processes: the file is cut at line starts into one
+byte range per worker, each worker counts (census) or masks (build) its range alone, and the
+parent merges the counts; the build's part files are concatenated in range order, so the output
+and flags are byte-identical to one sequential pass (tested). `workers=1` is that pass itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import BinaryIO
+
+from apsft_dagster.core.loss_mask.build import build
+from apsft_dagster.core.loss_mask.census import census, merge_census
+from apsft_dagster.core.loss_mask.rules import LossMaskError
+
+CHUNK = 1 << 22
+
+
+def line_ranges(path: Path, parts: int) -> list[tuple[int, int, int]]:
+    """(start, stop, number of the range's first line): `parts` byte ranges cut at line starts."""
+    size = path.stat().st_size
+    cuts = [0]
+    with open(path, "rb") as handle:
+        for k in range(1, parts):
+            handle.seek(max(size * k // parts, cuts[-1]))
+            handle.readline()  # on to the next line start
+            cuts.append(min(max(handle.tell(), cuts[-1]), size))
+    cuts.append(size)
+    ranges, line = [], 1
+    with open(path, "rb") as handle:
+        for start, stop in zip(cuts, cuts[1:]):
+            if stop > start:
+                ranges.append((start, stop, line))
+                line += _newlines(handle, start, stop)
+    return ranges
+
+
+def _newlines(handle: BinaryIO, start: int, stop: int) -> int:
+    handle.seek(start)
+    count, left = 0, stop - start
+    while left > 0:
+        chunk = handle.read(min(CHUNK, left))
+        count += chunk.count(b"\n")
+        left -= len(chunk)
+    return count
+
+
+def lines_in(path: Path, start: int, stop: int) -> Iterator[bytes]:
+    with open(path, "rb") as handle:
+        handle.seek(start)
+        while handle.tell() < stop and (line := handle.readline()):
+            yield line
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    return ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _census_range(path: str, start: int, stop: int, first_line: int, rules: dict) -> dict:
+    return census(lines_in(Path(path), start, stop), first_line=first_line, **rules)
+
+
+def census_file(path: str | Path, *, workers: int = 1, **rules) -> dict:
+    """census() of the whole file, its ranges counted in `workers` processes."""
+    path = Path(path)
+    rules.setdefault("source_name", str(path))
+    if workers <= 1:
+        with open(path, "rb") as handle:
+            return census(handle, **rules)
+    ranges = line_ranges(path, workers)
+    with _pool(workers) as pool:
+        parts = list(pool.map(_census_range, *zip(*[(str(path), a, b, n, rules) for a, b, n in ranges])))
+    return merge_census(parts)
+
+
+def _build_range(path: str, start: int, stop: int, folder: str, k: int, rules: dict) -> dict:
+    with open(Path(folder) / f"{k}.out", "wb") as out, open(Path(folder) / f"{k}.flags", "wb") as flags:
+        return build(lines_in(Path(path), start, stop), out, flags, expected_reasons=None, **rules)
+
+
+def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected_reasons: dict[str, int],
+               workers: int = 1, **rules) -> dict:
+    """build() of the whole file, its ranges masked in `workers` processes and joined in order."""
+    path = Path(path)
+    if workers <= 1:
+        with open(path, "rb") as handle:
+            return build(handle, out, flags_out, expected_reasons=expected_reasons, **rules)
+    ranges = line_ranges(path, workers)
+    with tempfile.TemporaryDirectory(prefix="lm-build-") as folder, _pool(workers) as pool:
+        jobs = [(str(path), a, b, folder, k, rules) for k, (a, b, _) in enumerate(ranges)]
+        parts = list(pool.map(_build_range, *zip(*jobs)))
+        output, flags = _join(folder, "out", len(ranges), out), _join(folder, "flags", len(ranges), flags_out)
+    reasons: dict[str, int] = {}
+    for part in parts:
+        for reason, n in part["reasons"].items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    reasons = dict(sorted(reasons.items()))
+    if reasons != dict(sorted(expected_reasons.items())):
+        raise LossMaskError(f"build masked {reasons} but the census counted {dict(sorted(expected_reasons.items()))}; "
+                            "the input changed or the rules differ")
+    return {"rows": sum(p["rows"] for p in parts), "masked_turns": sum(p["masked_turns"] for p in parts),
+            "reasons": reasons, "base_sha256": _sha256(path), "output_sha256": output[0],
+            "flags_sha256": flags[0], "output_bytes": output[1]}
+
+
+def _join(folder: str, kind: str, parts: int, sink: BinaryIO) -> tuple[str, int]:
+    digest, size = hashlib.sha256(), 0
+    for k in range(parts):
+        with open(Path(folder) / f"{k}.{kind}", "rb") as part:
+            while chunk := part.read(CHUNK):
+                digest.update(chunk)
+                size += len(chunk)
+                sink.write(chunk)
+    return digest.hexdigest(), size
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK):
+            digest.update(chunk)
+    return digest.hexdigest()
