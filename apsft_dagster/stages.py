@@ -17,6 +17,7 @@ from apsft_dagster.assets.audits import audit_assets, loss_mask_audit_assets, ru
 from apsft_dagster.assets.base_model import base_model
 from apsft_dagster.assets.evaluation import stage_a_eval, stage_a_generations
 from apsft_dagster.assets.evidence_seal import evidence_seal
+from apsft_dagster.assets.generation_audit import generation_audit
 from apsft_dagster.assets.loss_mask import lm_build, lm_census, lm_verify
 from apsft_dagster.assets.loss_mask_pack import lm_pack, lm_pack_comparison
 from apsft_dagster.assets.merged_models import merged_models
@@ -77,7 +78,7 @@ STAGES = (
     Stage("merged_models_job", (merged_models,), engine=True, default_keys=STAGE_A_POLICIES),
     Stage("stage_a_generations_job", (stage_a_generations,), engine=True),
     Stage("stage_a_eval_job", (stage_a_eval,)),
-    Stage("stage_a_analysis_job", (stage_a_analysis, stage_b_plan)),
+    Stage("stage_a_analysis_job", (stage_a_analysis, stage_b_plan, generation_audit)),
     # Stage B's seed-43 replication: the policies its plan names (none when Stage A does not trigger)
     Stage("replication_adapters_job", (adapters,), engine=True, keys_at_run=replication_policies),
     Stage("replication_merged_models_job", (merged_models,), engine=True, keys_at_run=replication_policies),

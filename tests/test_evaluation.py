@@ -139,3 +139,25 @@ def test_batched_greedy_equals_one_at_a_time_on_the_smoke_splits(smoke_run):
         request = GenerationRequest(tuple(engine.tokenizer(format_prompt(prompt), add_special_tokens=False)["input_ids"]),
                                     1, config.evaluation.allowance, 0, stop_token_ids=(end,))
         assert list(engine.generate([request], GREEDY)[0][0].token_ids) == list(ids)
+
+
+def test_generation_audit_covers_the_bank_every_arm_and_every_policy(smoke_run):
+    import glob
+
+    from apsft_dagster.core.layout import GENERATION_AUDIT, arm_rows
+    from apsft_dagster.core.selection import ARMS
+
+    results, store = smoke_run
+    assert results["generation_audit"].success
+    table = store.get_parquet(GENERATION_AUDIT)
+    by = {r["group"]: r for r in table.iter_rows(named=True)}
+    assert set(by) == {"all traces", *ARMS, *stage_a_eval_keys(load_config("smoke"))}
+    bank = pl.concat([pl.read_parquet(f, columns=["trace_id", "loop"])
+                      for f in glob.glob(str(store.root / "trace_bank" / "shards" / "*.parquet"))])
+    assert by["all traces"]["texts"] == bank.height and by["all traces"]["loop_share"] == float(bank["loop"].mean())
+    for arm in ARMS:
+        assert by[arm]["texts"] == store.get_parquet(arm_rows(arm)).height, arm
+    base = store.get_parquet(eval_table(BASE))
+    assert by[BASE]["texts"] == base.height and by[BASE]["loop_share"] == float(base["loop"].mean())
+    shares = table.select(pl.selectors.ends_with("_share")).to_numpy()
+    assert ((shares >= 0) & (shares <= 1)).all()

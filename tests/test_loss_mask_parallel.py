@@ -40,6 +40,7 @@ def test_workers_give_the_sequential_census_and_build_bytes(data):
 
 
 def test_a_bad_line_is_named_by_its_number_in_the_whole_file(tmp_path, data):
+    """(Each pool starts fresh interpreters: the tests keep their number small.)"""
     lines = data.read_bytes().splitlines(keepends=True)
     lines[450] = b"{oops\n"
     bad = tmp_path / "bad.jsonl"

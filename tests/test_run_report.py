@@ -310,3 +310,24 @@ def test_report_states_the_seed_figures_and_the_rule(run):
     assert "| 400 | un0pjopifbkt5s37v4vc514h | UPLOADING |  |" in markdown  # seed "Prime Checkpoints"
     assert "Best mix p50 avg@1 checkpoint: step 350 (0.7171)" in markdown
     assert "### Example 1: problem 256" in markdown and "### Example 2: problem 711" in markdown
+
+
+def test_degeneration_table_on_hand_made_texts():
+    import polars as pl
+
+    from apsft_dagster.core.config import HackThresholds
+    from apsft_dagster.core.run_report.own_generations import degeneration_table
+
+    clean = "salt 5 - 2 = 3.\nwool 4 + 1 = 5.\nEnd: wool 5."
+    looped = "I check the ledger again.\nI check the ledger again.\nI check the ledger again."
+    phrase = "the answer is 3, the answer is 3, the answer is 3, so the answer is 3"
+    traces = pl.DataFrame({"trace_id": ["a", "b", "c", "d"], "thought": [clean, looped, phrase, clean],
+                           "loop": [False, True, False, False]})
+    evals = {"base": pl.DataFrame({"text": [clean, looped], "loop": [False, False]})}
+    table = degeneration_table(traces, {"arm_x": ["a", "d"], "arm_y": ["b", "c"]}, evals, HackThresholds())
+    by = {r["group"]: r for r in table.iter_rows(named=True)}
+    assert by["all traces"]["texts"] == 4 and by["all traces"]["loop_share"] == 0.25
+    assert by["all traces"]["any_share"] == 0.5  # the looped and the phrase-repeating thoughts
+    assert by["arm_x"]["any_share"] == 0.0 and by["arm_y"]["any_share"] == 1.0
+    assert by["arm_y"]["repeated_lines_share"] == 0.5 and by["arm_y"]["phrase_repetition_share"] >= 0.5
+    assert by["base"]["texts"] == 2 and by["base"]["repeated_lines_share"] == 0.5 and by["base"]["loop_share"] == 0

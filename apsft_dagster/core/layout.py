@@ -24,6 +24,7 @@ EVIDENCE_SEAL = "evidence_seal.json"
 SFT_ARMS = "sft_arms"
 SFT_MANIFEST = "sft_manifest.json"
 AUDIT_DATABASE = "audits.duckdb"
+GENERATION_AUDIT = "generation_audit.parquet"  # degeneration signals of our own traces and completions
 
 # training, evaluation and the verdict (written by the stages that follow selection)
 ADAPTERS = "adapters"
