@@ -94,5 +94,6 @@ def _run(store, config, name: str) -> int:
     print(f"{name}: census, build, verify, pack and comparison passed; packs in {store.path(lm_file(name, 'packs'))}")
     print(f"{'metric':<20}{'base':>14}{'masked':>14}{'delta':>12}")
     for row in comparison["table"]:
-        print(f"{row['metric']:<20}{row['base']!s:>14}{row['masked']!s:>14}{row['delta']!s:>12}")
+        cells = [f"{row[k]:.4%}" if row["metric"] == "efficiency" else f"{row[k]:,}" for k in ("base", "masked", "delta")]
+        print(f"{row['metric']:<20}{cells[0]:>14}{cells[1]:>14}{cells[2]:>12}")
     return 0
