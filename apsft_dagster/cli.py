@@ -36,11 +36,12 @@ def run(args: argparse.Namespace) -> int:
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from apsft_dagster.core.engines.lifetime import require_device
     from apsft_dagster.core.paths import store_root
-    from apsft_dagster.runner import run_stages, select_stages
+    from apsft_dagster.runner import check_partition_keys, run_stages, select_stages
 
     try:
         stages = select_stages(args.start, args.stop)
         keys = _partition_keys(args.partitions, {s.job for s in stages})
+        check_partition_keys(stages, keys)
     except ValueError as exc:
         print(f"apsft: {exc}", file=sys.stderr)
         return 2

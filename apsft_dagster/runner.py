@@ -103,6 +103,22 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
     return outcomes
 
 
+def check_partition_keys(stages: Sequence[Stage], keys: dict[str, list[str]]) -> None:
+    """Keys asked for by hand must be partitions the stage defines (they name store paths): a
+    ValueError names the unknown ones before anything runs. Dynamic partitions are checked by name
+    where they are registered."""
+    for stage in stages:
+        wanted, defined = keys.get(stage.job), stage.partitions_def
+        if not wanted or defined is None or isinstance(defined, dg.DynamicPartitionsDefinition):
+            continue
+        known = defined.get_partition_keys()
+        unknown = sorted(set(wanted) - set(known))
+        if unknown:
+            raise ValueError(f"{stage.job}: {', '.join(map(repr, unknown[:5]))} "
+                             f"{'is not a partition' if len(unknown) == 1 else 'are not partitions'} of it "
+                             f"(e.g. {', '.join(known[:3])}; {len(known)} in all)")
+
+
 def _run_tags(stage: Stage, keys: list[str] | None) -> list[dict[str, str]]:
     if stage.partitions_def is None:
         return [{}]

@@ -6,13 +6,16 @@ outcome is written into the same line so the file alone tells whether anyone was
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import urllib.error
+import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
 from pathlib import Path
 
+from apsft_dagster.core.errors import AlertConfigError
 from apsft_dagster.core.paths import state_dir
 from apsft_dagster.core.store import json_scalar
 
@@ -22,8 +25,28 @@ def alert_path() -> Path:
 
 
 def webhook_url() -> str | None:
-    """APSFT_ALERT_WEBHOOK; unset or empty means no POST."""
+    """APSFT_ALERT_WEBHOOK; unset or empty means no POST (anything but an http(s) URL is refused
+    when delivering, and recorded as refused)."""
     return os.environ.get("APSFT_ALERT_WEBHOOK") or None
+
+
+def checked_url(url: str) -> str:
+    """Only http(s) with a host: a file:// or ftp:// webhook would let a setting read or write elsewhere."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise AlertConfigError(f"APSFT_ALERT_WEBHOOK {redacted(url)!r}: only http:// or https:// URLs with a host "
+                               "are accepted")
+    return url
+
+
+def redacted(url: str) -> str:
+    """The URL with any user:password@ replaced, for logs and the alert file."""
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url
+    host = parts.hostname or ""
+    netloc = f"***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
 def _iso(timestamp: float) -> str:
@@ -53,14 +76,22 @@ def first_line(text: str | None) -> str:
 def post_json(record: dict, url: str, timeout: float = 5.0) -> dict:
     """POST the record; never raises, returns {"url", "status"} or {"url", "error"} (plus status on HTTP errors)."""
     body = json.dumps(record, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    request = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": "application/json"})
+    headers, target = {"Content-Type": "application/json"}, url
+    parts = urllib.parse.urlsplit(url)
+    if parts.username is not None:  # user:password@ goes in an Authorization header, never in logs
+        token = base64.b64encode(f"{urllib.parse.unquote(parts.username)}:"
+                                 f"{urllib.parse.unquote(parts.password or '')}".encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+        target = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    request = urllib.request.Request(target, data=body, method="POST", headers=headers)
+    shown = redacted(url)  # what the alert file keeps: never the credentials of a user:password@ URL
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return {"url": url, "status": response.status}
+            return {"url": shown, "status": response.status}
     except urllib.error.HTTPError as error:  # urlopen raises on 4xx/5xx; the status is still worth keeping
-        return {"url": url, "status": error.code, "error": str(error)}
+        return {"url": shown, "status": error.code, "error": str(error).replace(url, shown)}
     except (OSError, ValueError) as error:  # refused, DNS, timeout (URLError/TimeoutError are OSErrors), bad URL
-        return {"url": url, "error": f"{type(error).__name__}: {error}"}
+        return {"url": shown, "error": f"{type(error).__name__}: {error}".replace(url, shown)}
 
 
 def append_line(record: dict, path: Path) -> None:
@@ -78,6 +109,9 @@ def deliver(record: dict, path: Path | None = None, url: str | None = None, time
     url = url if url is not None else webhook_url()
     line = dict(record)
     if url:
-        line["webhook"] = post_json(record, url, timeout)
+        try:
+            line["webhook"] = post_json(record, checked_url(url), timeout)
+        except AlertConfigError as error:  # recorded, not raised: the alert line itself must still be written
+            line["webhook"] = {"url": redacted(url), "error": str(error)}
     append_line(line, path or alert_path())
     return line

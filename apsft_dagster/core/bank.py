@@ -14,7 +14,7 @@ from pathlib import Path
 
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError
 from apsft_dagster.core.layout import index_file, shard_file
-from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, json_bytes, sha256_bytes, sha256_file, write_atomic
+from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, json_bytes, sha256_bytes, sha256_file, write_atomic
 
 INDEX_FORMAT = "apsft-bank-index/1"
 
@@ -59,6 +59,8 @@ class InheritedBank:
                 f"{expected_sha256}; nothing was imported. Use the index that was recorded, or record this one "
                 "as a dated amendment")
         self.tasks = json.loads(data)["tasks"]
+        for task_id, entry in self.tasks.items():  # every shard inside the bank's own folder, before any is read
+            inside(self.index_path.parent, entry.get("shard", ""), f"{self.index_path}: task {task_id}'s shard")
         for task_id in self.tasks:
             self._check(task_id, sha256_file(self._path(task_id)))
 

@@ -63,3 +63,11 @@ class BudgetError(ApsftError):
 
 class MergeError(ApsftError):
     """A merged model does not differ from its base in exactly the adapted weights."""
+
+
+class StorePathError(ApsftError):
+    """An artifact name or an inherited shard path that would reach outside its root."""
+
+
+class AlertConfigError(ApsftError):
+    """The alert webhook is not an http(s) URL."""

@@ -15,14 +15,29 @@ import json
 import os
 import shutil
 from collections.abc import Callable, Iterable
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 import polars as pl
 
-from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError
+from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, StorePathError
 
 RECEIPT_SUFFIX = ".receipt.json"
 PARQUET_SETTINGS = {"compression": "zstd", "compression_level": 3, "statistics": False, "row_group_size": 65536}
+
+
+def inside(root: Path, name: str, what: str) -> Path:
+    """`root / name`, provided it stays under `root`: relative, no `..`, and no symlink among its
+    components that points outside (only links are resolved, so the check costs an lstat per part)."""
+    pure = PurePosixPath(name) if isinstance(name, str) else None
+    if not name or pure is None or pure.is_absolute() or ".." in pure.parts or "\x00" in name:
+        raise StorePathError(f"{what} {name!r}: must be a relative path without '..' inside {root}; refused")
+    current = Path(root)
+    for part in pure.parts:
+        current = current / part
+        if current.is_symlink() and not current.resolve().is_relative_to(Path(root).resolve()):
+            raise StorePathError(f"{what} {name!r}: {current} points to {current.resolve()}, outside "
+                                 f"{Path(root).resolve()}; refused")
+    return Path(root) / name
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -98,10 +113,13 @@ class Store:
         self.root = Path(root)
 
     def path(self, name: str) -> Path:
-        return self.root / name
+        """The artifact's path, refused (before anything is read or written) when the name is absolute,
+        climbs out (`../x`, `a/../../x`) or runs through a symlink that points outside the root."""
+        return inside(self.root, name, "artifact name")
 
     def receipt_path(self, name: str) -> Path:
-        return self.root / (name + RECEIPT_SUFFIX)
+        path = self.path(name)  # the artifact's own name is checked first
+        return path.with_name(path.name + RECEIPT_SUFFIX)
 
     # -- writing ---------------------------------------------------------------------------
     def put_bytes(self, name: str, data: bytes) -> str:
