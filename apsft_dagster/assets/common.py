@@ -12,6 +12,10 @@ import polars as pl
 from tqdm import tqdm
 
 OWNERS = ["team:apsft"]
+# Every asset that holds a model engine (generation, scoring, training, merge) is in this Dagster
+# concurrency pool: an instance with `concurrency: pools: default_limit: 1` runs at most one per
+# node at a time while CPU assets run beside it (tests/test_pools.py).
+GPU_POOL = "gpu"
 
 
 def check_result(name: str, problems: list[str]) -> dg.AssetCheckResult:

@@ -8,7 +8,7 @@ import polars as pl
 from tqdm import tqdm
 
 from apsft_dagster.assets.base_model import base_model
-from apsft_dagster.assets.common import OWNERS, check_result
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result
 from apsft_dagster.assets.merged_models import merged_models
 from apsft_dagster.assets.task_catalog import task_catalog
 from apsft_dagster.core.evaluation.generations import eval_tasks, generate_policy
@@ -41,7 +41,7 @@ def model_of(store, config, policy: str) -> tuple[str, str]:
     return str(store.path(merged_dir(policy))), store.get_json(merged_report(policy))["fingerprint"]
 
 
-@dg.asset(partitions_def=stage_a_eval_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+@dg.asset(pool=GPU_POOL, partitions_def=stage_a_eval_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[task_catalog, base_model, dg.AssetDep(merged_models, partition_mapping=merged_to_eval)],
           group_name="evaluation", kinds={"pytorch", "parquet"}, owners=OWNERS)
 def stage_a_generations(context: dg.AssetExecutionContext, experiment: ExperimentResource,

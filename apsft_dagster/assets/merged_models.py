@@ -3,7 +3,7 @@
 
 import dagster as dg
 
-from apsft_dagster.assets.common import OWNERS, check_result, completed
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed
 from apsft_dagster.assets.training import adapters
 from apsft_dagster.core.layout import TASK_CATALOG, merged_dir, merged_report, probe_report
 from apsft_dagster.core.model_dir import base_model_path
@@ -19,7 +19,8 @@ MERGE_CHECKS = {
 }
 
 
-@dg.asset(partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(), deps=[adapters],
+@dg.asset(pool=GPU_POOL,
+          partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(), deps=[adapters],
           group_name="training", kinds={"pytorch", "safetensors"}, owners=OWNERS,
           check_specs=[dg.AssetCheckSpec(n, asset="merged_models", description=d, blocking=True)
                        for n, d in MERGE_CHECKS.items()])

@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.score_bank import score_bank, score_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
@@ -14,7 +14,7 @@ from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
 
-@dg.asset(partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+@dg.asset(pool=GPU_POOL, partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[score_bank, score_bank_index], group_name="rollouts", kinds={"pytorch", "parquet"}, owners=OWNERS)
 def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
               generator: GenerationResource) -> dg.MaterializeResult:

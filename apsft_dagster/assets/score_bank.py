@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA
@@ -16,7 +16,7 @@ from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, ScoringResource
 
 
-@dg.asset(deps=[trace_bank_index], group_name="score", kinds={"pytorch", "json"}, owners=OWNERS,
+@dg.asset(pool=GPU_POOL, deps=[trace_bank_index], group_name="score", kinds={"pytorch", "json"}, owners=OWNERS,
           check_specs=[dg.AssetCheckSpec("within_threshold", asset="parity_gate", blocking=True,
                                          description="every metric's max |fast - reference| <= the frozen threshold")])
 def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResource, scorer: ScoringResource) -> dg.MaterializeResult:
@@ -38,7 +38,7 @@ def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResourc
     )
 
 
-@dg.asset(partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+@dg.asset(pool=GPU_POOL, partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[parity_gate, trace_bank], group_name="score", kinds={"pytorch", "parquet"}, owners=OWNERS)
 def score_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource, scorer: ScoringResource) -> dg.MaterializeResult:
     """answer/joint log-likelihoods and gains of every eligible trace, one shard per task."""

@@ -9,7 +9,7 @@ import polars as pl
 from tqdm import tqdm
 
 from apsft_dagster.assets.analysis import stage_b_plan
-from apsft_dagster.assets.common import OWNERS, check_result, table_preview
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, table_preview
 from apsft_dagster.assets.evaluation import coverage_problems, model_of, stage_a_generations
 from apsft_dagster.assets.merged_models import merged_models
 from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks, generate_policy
@@ -45,7 +45,7 @@ def sample_seeds(experiment_seed: int, task_ids: list[str]) -> list[int]:
     return [derive_seed(experiment_seed, "stage_b_samples", t) for t in task_ids]
 
 
-@dg.asset(partitions_def=stage_b_eval_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+@dg.asset(pool=GPU_POOL, partitions_def=stage_b_eval_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[stage_b_plan, dg.AssetDep(merged_models, partition_mapping=to_stage_b),
                 dg.AssetDep(stage_a_generations, partition_mapping=dg.StaticPartitionMapping(
                     {p: p for p in stage_a_eval_partitions.get_partition_keys()}))],

@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.base_model import base_model
-from apsft_dagster.assets.common import OWNERS, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, fill_shards, load_shards
 from apsft_dagster.assets.task_catalog import task_catalog
 from apsft_dagster.core import trace_audit
 from apsft_dagster.core.bank import InheritedBank, write_index
@@ -15,7 +15,7 @@ from apsft_dagster.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
 
-@dg.asset(
+@dg.asset(pool=GPU_POOL, 
     partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
     deps=[task_catalog, base_model], group_name="harvest", kinds={"pytorch", "parquet"}, owners=OWNERS,
 )

@@ -5,7 +5,7 @@ import math
 
 import dagster as dg
 
-from apsft_dagster.assets.common import OWNERS, check_result, completed, png_markdown
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed, png_markdown
 from apsft_dagster.assets.sft_arms import sft_arms, sft_manifest
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
@@ -22,7 +22,7 @@ ADAPTER_CHECKS = {
 }
 
 
-@dg.asset(partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+@dg.asset(pool=GPU_POOL, partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[dg.AssetDep(sft_arms, partition_mapping=arm_to_policies), sft_manifest], group_name="training",
           kinds={"pytorch", "peft"}, owners=OWNERS,
           check_specs=[dg.AssetCheckSpec(n, asset="adapters", description=d, blocking=True)
