@@ -187,6 +187,32 @@ def export_bank(args: argparse.Namespace) -> int:
     return 0
 
 
+def profile_arguments(p: argparse.ArgumentParser, store: bool = True) -> None:
+    p.add_argument("--profile", help="configs/<profile>.yaml (default: $APSFT_PROFILE or smoke)")
+    p.add_argument("--config", help="path to a profile YAML (wins over --profile)")
+    if store:
+        p.add_argument("--store", help="artifact store root (default: .apsft/store/<profile>)")
+
+
+def run_partition(stages, partitions: str, key: str, on_stage=lambda outcome: None) -> bool:
+    """A sibling group's stages for one dynamic partition (added to the instance if new, so the UI
+    lists it); False, after saying where it stopped, when a run or a check failed."""
+    import dagster as dg
+
+    from apsft_dagster.definitions import defs
+    from apsft_dagster.runner import run_stages
+
+    ensure_dagster_home()
+    instance = dg.DagsterInstance.get()
+    instance.add_dynamic_partitions(partitions, [key])  # a key already there is left as it is
+    keys = {s.job: [key] for s in stages if isinstance(s.partitions_def, dg.DynamicPartitionsDefinition)}
+    outcomes = run_stages(defs, instance, stages, partition_keys=keys, on_stage=on_stage)
+    if not all(o.ok for o in outcomes):
+        print(f"apsft: {key} stopped at {outcomes[-1].job}; `apsft ui` shows the failed run or check", file=sys.stderr)
+        return False
+    return True
+
+
 def _store(args: argparse.Namespace):
     from apsft_dagster.core.paths import store_root
     from apsft_dagster.core.store import Store
@@ -270,11 +296,8 @@ def main(argv: list[str] | None = None) -> int:
                                 ("audit", audit, "run the SQL audits in dbt_like_sql/ and print them"),
                                 ("report", report, "print the experiment report's path and its verdict")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("--profile", help="configs/<profile>.yaml (default: $APSFT_PROFILE or smoke)")
-        p.add_argument("--config", help="path to a profile YAML (wins over --profile)")
+        profile_arguments(p, store=name in ("run", "export-bank", "amend", "audit", "report"))
         p.set_defaults(handler=handler)
-        if name in ("run", "export-bank", "amend", "audit", "report"):
-            p.add_argument("--store", help="artifact store root (default: .apsft/store/<profile>)")
         if name == "export-bank":
             p.add_argument("--out", required=True, help="folder to write index.json and shards/ into")
         if name == "run":

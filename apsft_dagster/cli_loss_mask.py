@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from apsft_dagster.cli import profile_arguments, run_partition
+
 PARTITIONS = "lm_dataset"
 
 
@@ -19,9 +21,7 @@ def add_parser(sub) -> None:
     p.add_argument("action", choices=("add", "run", "demo"))
     p.add_argument("name", nargs="?", help="dataset version (add, run)")
     p.add_argument("path", nargs="?", help="JSON-lines file (add)")
-    p.add_argument("--profile", help="configs/<profile>.yaml (default: $APSFT_PROFILE or smoke)")
-    p.add_argument("--config", help="path to a profile YAML (wins over --profile)")
-    p.add_argument("--store", help="artifact store root (default: .apsft/store/<profile>)")
+    profile_arguments(p)
     p.set_defaults(handler=loss_mask)
 
 
@@ -29,14 +29,14 @@ def loss_mask(args: argparse.Namespace) -> int:
     from apsft_dagster.cli import _export, _store
     from apsft_dagster.core.loss_mask.datasets import check_name, register
 
-    if args.action in ("add", "run") and not args.name or args.action == "add" and not args.path:
+    if (args.action in ("add", "run") and not args.name) or (args.action == "add" and not args.path):
         print(f"apsft loss-mask {args.action}: needs NAME" + (" PATH" if args.action == "add" else ""), file=sys.stderr)
         return 2
     config, store = _store(args)
     _export(args)
     if args.action == "add":
         record = register(store, args.name, args.path)
-        _instance().add_dynamic_partitions(PARTITIONS, [record["name"]])
+        _instance().add_dynamic_partitions(PARTITIONS, [record["name"]])  # listed in the UI until it is run
         print(f"registered {record['name']}: {record['path']} ({record['bytes']:,} bytes, "
               f"sha256 {record['sha256'][:12]})")
         return 0
@@ -63,37 +63,31 @@ def _write_demo(store, config) -> None:
     name = lm_file("demo", "input.jsonl")
     store.put_bytes(name, b"".join(dataset_lines(config.loss_mask.demo_rows, config.seeds.experiment)))
     record = register(store, "demo", store.path(name))
-    _instance().add_dynamic_partitions(PARTITIONS, ["demo"])
     print(f"demo dataset: {config.loss_mask.demo_rows} planted rows -> {record['path']}")
 
 
 def _run(store, config, name: str) -> int:
     from apsft_dagster.core.layout import BASE_MODEL_REPORT, lm_file
     from apsft_dagster.core.loss_mask.datasets import registered
-    from apsft_dagster.definitions import defs
-    from apsft_dagster.runner import run_stages, select_stages
+    from apsft_dagster.runner import select_stages
     from apsft_dagster.stages import LOSS_MASK_STAGES
 
     registered(store, name)
-    instance = _instance()
-    if not instance.has_dynamic_partition(PARTITIONS, name):
-        instance.add_dynamic_partitions(PARTITIONS, [name])
     stages = list(LOSS_MASK_STAGES)
     if not store.exists(BASE_MODEL_REPORT):  # packing tokenizes with the base model's tokenizer
         stages = select_stages("tasks_and_model_job", "tasks_and_model_job") + stages
+
     def line(o) -> None:
         print(f"  {o.job:<22} {'ok' if o.ok else 'FAILED':<7} {o.seconds:6.1f} s  "
               f"checks {sum(p for *_, p in o.checks)}/{len(o.checks)}", flush=True)
 
-    outcomes = run_stages(defs, instance, stages, partition_keys={"loss_mask_job": [name]}, on_stage=line)
-    if not all(o.ok for o in outcomes):
-        print(f"apsft loss-mask: {name} stopped at {outcomes[-1].job}; `apsft ui` shows the failed run or check",
-              file=sys.stderr)
+    if not run_partition(stages, PARTITIONS, name, on_stage=line):
         return 1
     comparison = store.get_json(lm_file(name, "comparison.json"))
     print(f"{name}: census, build, verify, pack and comparison passed; packs in {store.path(lm_file(name, 'packs'))}")
     print(f"{'metric':<20}{'base':>14}{'masked':>14}{'delta':>12}")
     for row in comparison["table"]:
-        cells = [f"{row[k]:.4%}" if row["metric"] == "efficiency" else f"{row[k]:,}" for k in ("base", "masked", "delta")]
+        shown = "{:.4%}" if row["metric"] == "efficiency" else "{:,}"
+        cells = [shown.format(row[k]) for k in ("base", "masked", "delta")]
         print(f"{row['metric']:<20}{cells[0]:>14}{cells[1]:>14}{cells[2]:>12}")
     return 0

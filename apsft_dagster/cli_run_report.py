@@ -4,7 +4,8 @@ and write its report now (what the inbox sensor does when a folder is dropped in
 from __future__ import annotations
 
 import argparse
-import sys
+
+from apsft_dagster.cli import profile_arguments, run_partition
 
 PARTITIONS = "rl_run"
 
@@ -14,37 +15,22 @@ def add_parser(sub) -> None:
     p.add_argument("action", choices=("add",))
     p.add_argument("name", help="run id (letters, digits, '.', '_', '-')")
     p.add_argument("folder", help="the run's artifact folder (shapes: README, 'RL run report')")
-    p.add_argument("--profile", help="configs/<profile>.yaml (default: $APSFT_PROFILE or smoke)")
-    p.add_argument("--config", help="path to a profile YAML (wins over --profile)")
-    p.add_argument("--store", help="artifact store root (default: .apsft/store/<profile>)")
+    profile_arguments(p)
     p.set_defaults(handler=rl_report)
 
 
 def rl_report(args: argparse.Namespace) -> int:
-    import dagster as dg
-
     from apsft_dagster.cli import _export, _store
     from apsft_dagster.core.layout import rl_file
-    from apsft_dagster.core.paths import ensure_dagster_home
     from apsft_dagster.core.run_report import load_run
     from apsft_dagster.core.run_report.registry import register
+    from apsft_dagster.stages import RUN_REPORT_STAGES
 
     config, store = _store(args)
     _export(args)
     load_run(args.folder)  # a malformed folder is refused here, naming the file and field, before anything is written
     record = register(store, args.name, args.folder)
-    ensure_dagster_home()
-    instance = dg.DagsterInstance.get()
-    if not instance.has_dynamic_partition(PARTITIONS, args.name):
-        instance.add_dynamic_partitions(PARTITIONS, [args.name])
-    from apsft_dagster.definitions import defs
-    from apsft_dagster.runner import run_stages
-    from apsft_dagster.stages import RUN_REPORT_STAGES
-
-    outcomes = run_stages(defs, instance, RUN_REPORT_STAGES, partition_keys={"run_report_job": [args.name]})
-    if not all(o.ok for o in outcomes):
-        print(f"apsft rl-report: {args.name} stopped at {outcomes[-1].job}; `apsft ui` shows the failed run or check",
-              file=sys.stderr)
+    if not run_partition(RUN_REPORT_STAGES, PARTITIONS, args.name):
         return 1
     evidence = store.get_json(rl_file(args.name, "evidence.json"))
     print(f"{args.name}: {len(record['files'])} files from {record['folder']}")

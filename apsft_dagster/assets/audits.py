@@ -31,7 +31,7 @@ def audit_asset(audit: Audit) -> dg.AssetsDefinition:
     return _audit
 
 
-_BY_GROUP = {a.name: (a.group, audit_asset(a)) for a in discover()}
-audit_assets = [asset for group, asset in _BY_GROUP.values() if group == "experiment"]
-loss_mask_audit_assets = [asset for group, asset in _BY_GROUP.values() if group == "loss_mask"]
-run_report_audit_assets = [asset for group, asset in _BY_GROUP.values() if group == "run_report"]
+_AUDITS = [(a.group, audit_asset(a)) for a in discover()]
+audit_assets = [asset for group, asset in _AUDITS if group == "experiment"]
+loss_mask_audit_assets = [asset for group, asset in _AUDITS if group == "loss_mask"]
+run_report_audit_assets = [asset for group, asset in _AUDITS if group == "run_report"]

@@ -10,19 +10,12 @@ from apsft_dagster.assets.loss_mask import GROUP, MASKED, lm_verify
 from apsft_dagster.core.layout import lm_file
 from apsft_dagster.core.loss_mask.datasets import HashingLines, registered
 from apsft_dagster.core.loss_mask.pack import pack_comparison, pack_rows
-from apsft_dagster.core.model_dir import base_model_path
+from apsft_dagster.core.model_dir import load_tokenizer
 from apsft_dagster.partitions import lm_dataset_partitions
 from apsft_dagster.resources import ExperimentResource
 
 FIGURES = ("rows_in", "rows_packed", "packs", "tokens", "efficiency", "trainable_tokens", "masked_assistant_tokens",
            "loss_coverage", "rows_no_trainable", "rows_over_limit", "span_anomalies")
-
-
-def tokenizer_of(experiment: ExperimentResource):
-    """The configured tokenizer: the base model's (the embedded one in smoke)."""
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(base_model_path(experiment.config(), experiment.store()))
 
 
 def pack_into_store(store, name: str, lines, tokenizer, config) -> tuple[str, dict]:
@@ -56,7 +49,7 @@ def lm_pack(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     config, store, dataset = experiment.config(), experiment.store(), context.partition_key
     store.verify(lm_file(dataset, "build"))
     with open(store.path(lm_file(dataset, "build")) / MASKED, "rb") as lines:
-        digest, report = pack_into_store(store, lm_file(dataset, "packs"), lines, tokenizer_of(experiment), config)
+        digest, report = pack_into_store(store, lm_file(dataset, "packs"), lines, load_tokenizer(config, store), config)
     store.put_json(lm_file(dataset, "pack.json"), {**report, "packs_sha256": digest})
     yield dg.MaterializeResult(metadata={k: report[k] for k in FIGURES}, data_version=dg.DataVersion(digest))
     yield check_result("rows_accounted", rows_accounted(report))
@@ -72,7 +65,7 @@ def lm_pack_comparison(context: dg.AssetExecutionContext, experiment: Experiment
     the seed's table: rows in, rows packed, packs, tokens, efficiency, rows over the limit, deltas."""
     config, store, dataset = experiment.config(), experiment.store(), context.partition_key
     lines = HashingLines(registered(store, dataset))
-    digest, base = pack_into_store(store, lm_file(dataset, "base_packs"), lines, tokenizer_of(experiment), config)
+    digest, base = pack_into_store(store, lm_file(dataset, "base_packs"), lines, load_tokenizer(config, store), config)
     lines.check()
     store.put_json(lm_file(dataset, "base_pack.json"), {**base, "packs_sha256": digest})
     result = pack_comparison(base, store.get_json(lm_file(dataset, "pack.json")))

@@ -2,27 +2,24 @@
 Stage B splits (Stage A's rows reused by key), k samples per task for the sampled policies, their
 parsed tables, and the final verdict by the ladder (core/stage_b.py)."""
 
-import sys
-
 import dagster as dg
 import polars as pl
-from tqdm import tqdm
 
 from apsft_dagster.assets.analysis import stage_b_plan
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, table_preview
-from apsft_dagster.assets.evaluation import coverage_problems, model_of, stage_a_generations
+from apsft_dagster.assets.evaluation import generate_into, model_of, parsed_table, stage_a_generations, table_figures
 from apsft_dagster.assets.merged_models import merged_models
-from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks, generate_policy
-from apsft_dagster.core.evaluation.parse import eval_table, sample_table
+from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks
+from apsft_dagster.core.evaluation.parse import sample_table
 from apsft_dagster.core.layout import (STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN, TASK_CATALOG,
                                        eval_generations, merged_report, stage_b_generations as generations_name,
                                        stage_b_sample_table, stage_b_samples, stage_b_table)
-from apsft_dagster.core.model_dir import base_model_path
+from apsft_dagster.core.model_dir import load_tokenizer
 from apsft_dagster.core.seeds import derive_seed
 from apsft_dagster.core.stage_b import analyze, final_verdict
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.training.deploy import release_weights
-from apsft_dagster.core.training.policies import BASE, parse_policy
+from apsft_dagster.core.training.policies import BASE, arm_and_seed
 from apsft_dagster.partitions import stage_a_eval_partitions, stage_b_eval_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
@@ -69,21 +66,11 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
             runs.append((stage_b_samples(policy), [stage_b_samples(policy)],
                          {"sampling": config.harvest.sampling, "n": config.stage_b.k_samples, "seeds": seeds}))
         for name, sources, how in runs:
-            found = [store.get_parquet(n) for n in sources if store.exists(n)]
-            previous = pl.concat(found, how="diagonal_relaxed") if found else None
-            bar = tqdm(total=tasks.height, desc=f"{policy} {'samples' if how else 'greedy'}",
-                       disable=not sys.stderr.isatty())
-
-            def progress(done: int, total: int, bar=bar) -> None:
-                bar.update(done - bar.n)
-
-            frame, figures = generate_policy(engine, tasks, fingerprint, model_dir, config.evaluation.allowance,
-                                             previous, progress, **how)
-            bar.close()
-            digests[name] = store.put_parquet(name, frame)
             kind = "samples" if how else "greedy"
-            figures = {"sha256": digests[name], **figures}
-            context.add_asset_metadata({f"{kind}_{k}": v for k, v in figures.items()}, partition_key=policy)
+            digests[name], figures = generate_into(store, name, sources, engine, tasks, fingerprint, model_dir,
+                                                   config.evaluation.allowance, f"{policy} {kind}", **how)
+            context.add_asset_metadata({f"{kind}_{k}": v for k, v in {"sha256": digests[name], **figures}.items()},
+                                       partition_key=policy)
             context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy} {kind}: {figures['generated']} "
                              f"generated, {figures['reused']} reused, {figures['new_tokens']} new tokens")
     generator.release()
@@ -111,31 +98,25 @@ def sample_problems(policy: str, samples: pl.DataFrame, wanted: list[str], k: in
 def stage_b_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     """Each Stage B generation and sample parsed like Stage A's (answer, parsed, correct, closed,
     loop, thought and forward tokens). Needs no model: a parser change reruns only this."""
-    from transformers import AutoTokenizer
-
     config, store = experiment.config(), experiment.store()
     stage_b = planned(store, context.partition_keys)
     tasks = eval_tasks(store.get_parquet(TASK_CATALOG), STAGE_B_SPLITS)
     wanted = tasks["task_id"].to_list()
-    tokenizer = AutoTokenizer.from_pretrained(base_model_path(config, store))
+    tokenizer = load_tokenizer(config, store)
     digests, problems = {}, {name: [] for name in STAGE_B_CHECKS}
     for policy in context.partition_keys:
-        arm, seed = ("base", None) if policy == BASE else parse_policy(policy)
-        generations = store.get_parquet(generations_name(policy))
-        found = coverage_problems(policy, generations["task_id"].to_list(), wanted)
+        table, found = parsed_table(policy, store.get_parquet(generations_name(policy)), tasks, tokenizer, config,
+                                    "Stage B")
         problems["every_task_once"] += found
-        if not found:
-            table = eval_table(policy, arm, seed, generations, tasks, tokenizer, config.harvest.loop)
+        if table is not None:
             digests[stage_b_table(policy)] = store.put_parquet(stage_b_table(policy), table)
-            by_split = table.group_by("split").agg(pl.col("correct").mean()).sort("split")
-            context.add_asset_metadata({"accuracy": float(table["correct"].mean()),
-                                        **{f"accuracy_{s}": round(float(a), 4) for s, a in by_split.iter_rows()},
-                                        "parse_rate": float(table["parsed"].mean())}, partition_key=policy)
+            context.add_asset_metadata(table_figures(table), partition_key=policy)
         if policy in stage_b["sampled_policies"]:
             samples = store.get_parquet(stage_b_samples(policy))
             found = sample_problems(policy, samples, wanted, config.stage_b.k_samples)
             problems["k_samples_per_task"] += found
             if not found:
+                arm, seed = arm_and_seed(policy)
                 parsed = sample_table(policy, arm, seed, samples, tasks, tokenizer, config.harvest.loop)
                 digests[stage_b_sample_table(policy)] = store.put_parquet(stage_b_sample_table(policy), parsed)
                 context.add_asset_metadata({"sample_accuracy": float(parsed["correct"].mean())}, partition_key=policy)

@@ -188,8 +188,9 @@ def analyze(stage_b: dict, stage_a_verdict: str, greedy: pl.DataFrame, samples: 
     base_samples = samples.filter((pl.col("arm") == "base") & primary)
     third = matched_compute(treatment, base_samples, n_resamples=n_resamples, seed=seed, confidence=confidence)
     verdict, rule = final_verdict(stage_a_verdict, first, second, third)
-    accuracy = {policy: {split: float(rows.filter(pl.col("split") == split)["correct"].mean())
-                         for split in sorted(set(rows["split"]))}
-                for (policy,), rows in greedy.group_by("policy", maintain_order=True)}
+    accuracy: dict[str, dict[str, float]] = {}
+    for policy, split, acc in (greedy.group_by("policy", "split").agg(pl.col("correct").mean())
+                               .sort("policy", "split").iter_rows()):
+        accuracy.setdefault(policy, {})[split] = float(acc)
     return {"comparison": first, "replication": second, "matched_compute": third,
             "sampled": sampled_figures(samples), "accuracy": accuracy, "final_verdict": verdict, "rule": rule}

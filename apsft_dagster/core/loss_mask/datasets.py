@@ -13,23 +13,13 @@ from pathlib import Path
 from apsft_dagster.core import names
 from apsft_dagster.core.layout import lm_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
-from apsft_dagster.core.store import Store
+from apsft_dagster.core.store import Store, sha256_file
 
 SOURCE = "source.json"
-CHUNK = 1 << 20
 
 
 def check_name(name: str) -> str:
     return names.check_name(name, "dataset", LossMaskError)
-
-
-def file_sha256(path: Path) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-            size += len(chunk)
-    return digest.hexdigest(), size
 
 
 def register(store: Store, name: str, path: str | Path) -> dict:
@@ -38,8 +28,7 @@ def register(store: Store, name: str, path: str | Path) -> dict:
     path = Path(path).resolve()
     if not path.is_file():
         raise LossMaskError(f"dataset {name}: {path} is not a file; give the path of a JSON-lines export")
-    sha, size = file_sha256(path)
-    record = {"name": name, "path": str(path), "bytes": size, "sha256": sha}
+    record = {"name": name, "path": str(path), "bytes": path.stat().st_size, "sha256": sha256_file(path)}
     store.put_json(lm_file(name, SOURCE), record)
     return record
 
@@ -53,7 +42,7 @@ def registered(store: Store, name: str) -> dict:
 
 def check_unchanged(record: dict, sha256: str | None = None) -> str:
     """The registered file's SHA-256 (computed unless given) must still be the registered one."""
-    actual = sha256 or file_sha256(Path(record["path"]))[0]
+    actual = sha256 or sha256_file(Path(record["path"]))
     if actual != record["sha256"]:
         raise LossMaskError(f"dataset {record['name']}: {record['path']} hashes to {actual[:12]}... but "
                             f"was registered as {record['sha256'][:12]}...; it changed after registration. "
@@ -66,13 +55,12 @@ class HashingLines:
     the bytes read are the bytes registered."""
 
     def __init__(self, record: dict):
-        self.record, self.hash, self.size = record, hashlib.sha256(), 0
+        self.record, self.hash = record, hashlib.sha256()
 
     def __iter__(self) -> Iterator[bytes]:
         with open(self.record["path"], "rb") as handle:
             for line in handle:
                 self.hash.update(line)
-                self.size += len(line)
                 yield line
 
     def check(self) -> str:

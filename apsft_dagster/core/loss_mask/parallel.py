@@ -17,6 +17,7 @@ from typing import BinaryIO
 from apsft_dagster.core.loss_mask.build import build
 from apsft_dagster.core.loss_mask.census import census, merge_census
 from apsft_dagster.core.loss_mask.rules import LossMaskError
+from apsft_dagster.core.store import sha256_file
 
 CHUNK = 1 << 22
 
@@ -104,7 +105,7 @@ def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected
         raise LossMaskError(f"build masked {reasons} but the census counted {dict(sorted(expected_reasons.items()))}; "
                             "the input changed or the rules differ")
     return {"rows": sum(p["rows"] for p in parts), "masked_turns": sum(p["masked_turns"] for p in parts),
-            "reasons": reasons, "base_sha256": _sha256(path), "output_sha256": output[0],
+            "reasons": reasons, "base_sha256": sha256_file(path), "output_sha256": output[0],
             "flags_sha256": flags[0], "output_bytes": output[1]}
 
 
@@ -117,11 +118,3 @@ def _join(folder: str, kind: str, parts: int, sink: BinaryIO) -> tuple[str, int]
                 size += len(chunk)
                 sink.write(chunk)
     return digest.hexdigest(), size
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -6,7 +6,6 @@ files still hash to the registration, so a report always names the exact inputs 
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 
 import polars as pl
@@ -16,7 +15,7 @@ from apsft_dagster.core.names import check_name
 from apsft_dagster.core.run_report.ingest import RunFolder, RunReportError
 from apsft_dagster.core.run_report.signals import hack_signals
 from apsft_dagster.core.run_report.thresholds import HackThresholds
-from apsft_dagster.core.store import Store
+from apsft_dagster.core.store import Store, sha256_file
 
 SOURCE = "source.json"
 SIGNALS = ("repeated_greetings", "phrase_repetition", "sign_off_spam", "repeated_lines", "repeated_ngram",
@@ -25,7 +24,7 @@ SIGNALS = ("repeated_greetings", "phrase_repetition", "sign_off_spam", "repeated
 
 def folder_digests(folder: Path) -> dict[str, str]:
     """SHA-256 of every file directly in the folder, by name (what a change to the run would touch)."""
-    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(Path(folder).iterdir()) if p.is_file()}
+    return {p.name: sha256_file(p) for p in sorted(Path(folder).iterdir()) if p.is_file()}
 
 
 def register(store: Store, run_id: str, folder: str | Path) -> dict:

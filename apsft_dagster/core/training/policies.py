@@ -38,6 +38,11 @@ def policy_keys(config: Config) -> list[str]:
 BASE = "base"  # the untrained base model, evaluated beside the policies
 
 
+def arm_and_seed(key: str) -> tuple[str, int | None]:
+    """(arm, training seed) of an evaluated policy; base is ("base", None)."""
+    return (BASE, None) if key == BASE else parse_policy(key)
+
+
 def stage_a_eval_keys(config: Config) -> list[str]:
     """What Stage A evaluates: base and the six Stage A policies."""
     return [BASE, *stage_a_policies(config)]
