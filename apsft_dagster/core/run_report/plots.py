@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import io
-
-WIDTH, HEIGHT, DPI = 6.4, 3.6, 100
-
-
-def _figure():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    return Figure(figsize=(WIDTH, HEIGHT), dpi=DPI)
-
-
-def _png(fig) -> bytes:
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
+from apsft_dagster.core.report_plots import figure, png
 
 
 def eval_curves_plot(table: list[dict], labels: dict[str, str]) -> bytes:
     """Each eval metric by step (missing values are gaps in the points, not zeros)."""
-    fig = _figure()
+    fig = figure()
     ax = fig.add_subplot()
     for key, label in labels.items():
         points = [(row["step"], row["scores"][key]) for row in table if row["scores"][key] is not None]
@@ -35,12 +17,12 @@ def eval_curves_plot(table: list[dict], labels: dict[str, str]) -> bytes:
     ax.set_title("Eval scores by checkpoint step", fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _png(fig)
+    return png(fig)
 
 
 def hack_rate_plot(rates: list[dict], rewards: list[tuple[int, float]]) -> bytes:
     """The hack rate of each saved rollout step beside the train reward mean by step."""
-    fig = _figure()
+    fig = figure()
     ax = fig.add_subplot()
     ax.plot([s for s, _ in rewards], [r for _, r in rewards], color="tab:blue", marker="o", label="train reward mean")
     ax.set_xlabel("step")
@@ -52,4 +34,4 @@ def hack_rate_plot(rates: list[dict], rewards: list[tuple[int, float]]) -> bytes
     rate_ax.set_ylim(-0.02, 1.02)
     ax.set_title("Reward-hacking audit: hack rate beside train reward", fontsize=10)
     ax.grid(alpha=0.3)
-    return _png(fig)
+    return png(fig)

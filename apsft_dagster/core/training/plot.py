@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import io
-
+from apsft_dagster.core.report_plots import axes, png
 from apsft_dagster.core.training.loss import SEGMENT_NAMES
 
 
 def loss_curve_png(curve: list[dict], title: str) -> bytes:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(6.4, 3.6), dpi=100)
-    ax = fig.add_subplot()
+    fig, ax = axes("optimizer step", "nats", title)
     steps = [p["step"] for p in curve]
     ax.plot(steps, [p["loss"] for p in curve], color="black", linewidth=2, label="window loss (weighted)")
     for name, color in zip(SEGMENT_NAMES, ("tab:gray", "tab:blue", "tab:orange")):
@@ -22,12 +15,6 @@ def loss_curve_png(curve: list[dict], title: str) -> bytes:
         if any(y is not None for y in ys):
             ax.plot(steps, [float("nan") if y is None else y for y in ys], color=color, linewidth=1,
                     label=f"{name} nll / token" + (" (weight 0: not trained)" if name == "prompt" else ""))
-    ax.set_xlabel("optimizer step")
-    ax.set_ylabel("nats")
-    ax.set_title(title, fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", metadata={"Software": None})
-    return buffer.getvalue()
+    return png(fig)
