@@ -23,7 +23,7 @@ def _plain(value):
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_plain(v) for v in value]
-    return json_scalar(value) if not isinstance(value, (str, int, float, bool, type(None))) else value
+    return json_scalar(value)  # scalars as they are; Decimal costs as their exact text
 
 
 @dg.asset(partitions_def=rl_run_partitions, group_name=GROUP, kinds={"json", "parquet"}, owners=OWNERS,

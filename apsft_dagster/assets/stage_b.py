@@ -19,7 +19,7 @@ from apsft_dagster.core.seeds import derive_seed
 from apsft_dagster.core.stage_b import analyze, final_verdict
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.training.deploy import release_weights
-from apsft_dagster.core.training.policies import BASE, arm_and_seed
+from apsft_dagster.core.training.policies import BASE, arm_and_seed, stage_a_policies
 from apsft_dagster.partitions import stage_a_eval_partitions, stage_b_eval_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
@@ -171,8 +171,6 @@ def released_policies(store, config, stage_b: dict) -> list[str]:
     seed-43 pair when Stage B ran); the receipts keep their fingerprints."""
     if config.merge.keep_weights:
         return []
-    from apsft_dagster.core.training.policies import stage_a_policies
-
     done = []
     for policy in [*stage_a_policies(config), *stage_b["replication_policies"]]:
         if store.exists(merged_report(policy)) and store.get_json(merged_report(policy)).get("weights_kept", True):
