@@ -31,6 +31,7 @@ from apsft_dagster.assets.task_catalog import task_catalog
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.assets.training import adapters
 from apsft_dagster.partitions import STAGE_A_POLICIES
+from apsft_dagster.run_tags import gpu_run_tags
 
 
 def _planned(field: str) -> Callable[[dg.Definitions], list[str]]:
@@ -101,5 +102,6 @@ RUN_REPORT_STAGES = (
 SIBLING_STAGES = (*LOSS_MASK_STAGES, *RUN_REPORT_STAGES)
 # each asset once: the replication stages select adapters / merged_models again
 ASSETS = list(dict.fromkeys(a for stage in (*STAGES, *SIBLING_STAGES) for a in stage.assets))
-JOBS = [dg.define_asset_job(s.job, selection=list(s.assets), tags={"apsft/engine": str(s.engine).lower()})
+JOBS = [dg.define_asset_job(s.job, selection=list(s.assets),
+                            tags={"apsft/engine": str(s.engine).lower(), **(gpu_run_tags() if s.engine else {})})
         for s in (*STAGES, *SIBLING_STAGES)]

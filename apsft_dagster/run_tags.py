@@ -1,0 +1,34 @@
+"""Run tags that place a stage's runs on a team's cluster: engine stages ask Kubernetes for GPUs.
+
+dagster-k8s reads `dagster-k8s/config` from a run's tags and merges it into the run's pod
+(deploy/k8s/dagster.yaml); other launchers ignore it. The GPU count and the node label come from
+the environment of the process that loads the definitions (the code server), so a team sets
+them once per deployment: `APSFT_GPUS_PER_RUN` (default 1) and `APSFT_GPU_NODE_SELECTOR`
+(`label=value`, default `nvidia.com/gpu.present=true`, the label NVIDIA's GPU feature discovery
+puts on GPU nodes).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+
+K8S_CONFIG_TAG = "dagster-k8s/config"
+
+
+def gpu_run_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    gpus = environ.get("APSFT_GPUS_PER_RUN", "1")
+    if not gpus.isdigit() or int(gpus) < 1:
+        raise ValueError(f"APSFT_GPUS_PER_RUN={gpus!r}: must be a whole number of GPUs, 1 or more")
+    selector = environ.get("APSFT_GPU_NODE_SELECTOR", "nvidia.com/gpu.present=true")
+    label, equals, value = selector.partition("=")
+    if not (label and equals and value):
+        raise ValueError(f"APSFT_GPU_NODE_SELECTOR={selector!r}: must be label=value, "
+                         "e.g. nvidia.com/gpu.present=true")
+    config = {
+        "container_config": {"resources": {"limits": {"nvidia.com/gpu": gpus}}},
+        "pod_spec_config": {"node_selector": {label: value},
+                            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
+    }
+    return {K8S_CONFIG_TAG: json.dumps(config, sort_keys=True)}
