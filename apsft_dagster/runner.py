@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
@@ -78,6 +79,7 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
     """Run `stages` in order until one fails; `partition_keys` narrows a stage to some partitions
     (job name -> keys); `isolate(stage)` runs that stage's runs in a child process; `origin` (see
     `workspace_origin`) makes every run belong to the UI's code location."""
+    release_abandoned(instance)
     outcomes = []
     for stage in stages:
         started = time.monotonic()
@@ -87,7 +89,7 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
             keys = stage.keys_at_run(defs)
             outcome.skipped = not keys
         for tags in _run_tags(stage, keys):
-            tags = {**tags, RUNNER_TAG[0]: RUNNER_TAG[1]}
+            tags = {**tags, RUNNER_TAG[0]: RUNNER_TAG[1], PROCESS_TAG: this_process()}
             execute = _execute_in_child if isolate(stage) else _execute
             run_id = execute(defs, stage.job, instance, tags, verbose, origin)
             _collect(instance, run_id, outcome)
@@ -101,6 +103,57 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
         if not outcome.ok:
             break
     return outcomes
+
+
+PROCESS_TAG = "apsft/process"  # host:pid:start time of the process that executes the run
+
+
+def this_process(pid: int | None = None) -> str:
+    pid = os.getpid() if pid is None else pid
+    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
+
+
+def _start_ticks(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), so a reused pid is not taken for it."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return "?"
+
+
+def _gone(process: str) -> bool:
+    """True when the tagged process ran on this host and no longer exists (a pid now held by a
+    process that started at another time is another process). Other hosts: unknown, so False."""
+    host, _, rest = process.partition(":")
+    pid, _, ticks = rest.partition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    return ticks == "?" or _start_ticks(int(pid)) != ticks
+
+
+def release_abandoned(instance: dg.DagsterInstance) -> list[str]:
+    """Runs a killed `apsft run` left unfinished are marked failed and their pool slots freed.
+
+    With a pool limit (the `gpu` pool) a killed run would otherwise keep its slot claimed and the
+    next run's GPU step would wait for it forever. Only runs tagged with a process of this host
+    that is gone are touched, plus finished runs that still hold slots; a team instance's daemon
+    does the same across hosts (deploy/dagster.yaml, run_monitoring)."""
+    from dagster._core.storage.dagster_run import RunsFilter
+
+    unfinished = instance.get_runs(filters=RunsFilter(statuses=[dg.DagsterRunStatus.STARTED,
+                                                                 dg.DagsterRunStatus.STARTING]))
+    holders = {r.run_id: r for r in unfinished if _gone(r.tags.get(PROCESS_TAG, ""))}
+    for run_id in instance.event_log_storage.get_concurrency_run_ids():
+        run = instance.get_run_by_id(run_id)
+        if run is None or run.is_finished:
+            holders[run_id] = run
+    for run_id, run in sorted(holders.items()):
+        if run is not None and not run.is_finished:
+            instance.report_run_failed(run, "the process running it is gone (killed); `apsft run` marked it "
+                                            "failed and freed its pool slots")
+        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
+    return sorted(holders)
 
 
 def check_partition_keys(stages: Sequence[Stage], keys: dict[str, list[str]]) -> None:

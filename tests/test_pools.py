@@ -57,3 +57,51 @@ def test_without_the_pool_limit_the_gpu_assets_do_overlap(tmp_path, monkeypatch)
     """The control: the limit, not the executor, is what keeps the two GPU assets apart."""
     spans = _run(tmp_path, monkeypatch, "")
     assert _overlap(spans["gpu_first"], spans["gpu_second"]), spans
+
+
+def _stale_run(instance, process: str) -> str:
+    """A pool_job run recorded as STARTED by `process`, holding the gpu pool's one slot."""
+    from pool_defs import pool_job
+
+    from apsft_dagster.runner import PROCESS_TAG
+    from apsft_dagster.sensors import RUNNER_TAG
+
+    run = instance.create_run_for_job(pool_job(), status=dg.DagsterRunStatus.STARTED,
+                                      tags={RUNNER_TAG[0]: RUNNER_TAG[1], PROCESS_TAG: process})
+    storage = instance.event_log_storage
+    storage.initialize_concurrency_limit_to_default("gpu")
+    assert storage.claim_concurrency_slot("gpu", run.run_id, "gpu_first").is_claimed
+    return run.run_id
+
+
+def test_a_killed_runner_leaves_no_claimed_gpu_slot_behind(tmp_path, monkeypatch):
+    """The local instance `apsft run` creates limits the gpu pool to 1; a run whose process was
+    killed while it held the slot is failed and its slot freed by the next `apsft run` (until then
+    no other run's GPU step gets the slot); a run whose process is alive is left alone."""
+    import subprocess
+
+    from apsft_dagster.core.paths import ensure_dagster_home
+    from apsft_dagster.runner import release_abandoned, this_process
+
+    monkeypatch.setenv("APSFT_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    ensure_dagster_home()
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    child = subprocess.Popen(["sleep", "30"])
+    killed = this_process(child.pid)
+    child.kill()
+    child.wait()
+    with dg.DagsterInstance.get() as instance:
+        assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+        stale = _stale_run(instance, killed)
+        assert not instance.event_log_storage.claim_concurrency_slot("gpu", "other-run", "gpu_first").is_claimed
+        instance.event_log_storage.free_concurrency_slots_for_run("other-run")
+
+        assert release_abandoned(instance) == [stale]
+        assert instance.get_run_by_id(stale).status == dg.DagsterRunStatus.FAILURE
+        assert instance.event_log_storage.get_concurrency_info("gpu").active_slot_count == 0
+
+        live = _stale_run(instance, this_process())  # this process is alive: its run is not abandoned
+        assert release_abandoned(instance) == []
+        assert instance.get_run_by_id(live).status == dg.DagsterRunStatus.STARTED
+        instance.event_log_storage.free_concurrency_slots_for_run(live)

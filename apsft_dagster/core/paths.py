@@ -12,10 +12,22 @@ def state_dir() -> Path:
     return Path(os.environ.get("APSFT_STATE_DIR") or PROJECT_ROOT / ".apsft")
 
 
-def store_root(profile: str) -> Path:
-    """One artifact store per profile, so smoke and full never share files."""
+def store_root(profile: str) -> Path | str:
+    """One artifact store per profile, so smoke and full never share files. APSFT_STORE_DIR may
+    name a folder or an object store URL (`s3://bucket/prefix`, kept as text)."""
     override = os.environ.get("APSFT_STORE_DIR")
+    if override and override.startswith("s3://"):
+        return override
     return Path(override) if override else state_dir() / "store" / profile
+
+
+LOCAL_INSTANCE_YAML = """\
+telemetry:
+  enabled: false
+concurrency:
+  pools:
+    default_limit: 1  # one engine-holding (gpu pool) step at a time on this machine
+"""
 
 
 def dagster_home() -> Path:
@@ -23,11 +35,13 @@ def dagster_home() -> Path:
 
 
 def ensure_dagster_home() -> Path:
-    """Create DAGSTER_HOME with telemetry off and export it for this process and its children."""
+    """Create DAGSTER_HOME with telemetry off and the `gpu` pool at one step at a time (CPU stages
+    still run beside it), and export it for this process and its children. An existing
+    dagster.yaml is the user's and is left as it is."""
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     settings = home / "dagster.yaml"
     if not settings.exists():
-        settings.write_text("telemetry:\n  enabled: false\n")
+        settings.write_text(LOCAL_INSTANCE_YAML)
     os.environ["DAGSTER_HOME"] = str(home)
     return home
