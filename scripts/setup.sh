@@ -10,8 +10,9 @@ step() { echo "setup: $* ($(date +%H:%M:%S))"; }
 pip_quiet() {  # pip's own exit status survives; only the local-index location warnings are dropped
   .venv/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
+case ",$extras," in *,test,*) bash scripts/system_packages.sh ;; esac  # PostgreSQL and Chromium lanes
 stamp_file=".venv/.apsft-setup${extras:+-$extras}"
-stamp="$(cat pyproject.toml scripts/setup.sh | sha256sum | cut -d' ' -f1)"
+stamp="$(cat pyproject.toml scripts/setup.sh scripts/system_packages.sh | sha256sum | cut -d' ' -f1)"
 if [ -x .venv/bin/python ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ] \
    && .venv/bin/python -c "import apsft_dagster, torch, dagster" 2>/dev/null; then
   step ".venv is up to date (pyproject.toml and extras '${extras}' unchanged since it was installed)"
