@@ -25,7 +25,9 @@ def _export(args: argparse.Namespace) -> None:
         os.environ["APSFT_PROFILE"] = args.profile
         os.environ.pop("APSFT_CONFIG", None)
     if getattr(args, "store", None):
-        os.environ["APSFT_STORE_DIR"] = str(os.path.abspath(args.store))
+        from apsft_dagster.core.object_store import is_object_url
+
+        os.environ["APSFT_STORE_DIR"] = args.store if is_object_url(args.store) else os.path.abspath(args.store)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -98,9 +100,9 @@ def _short(value) -> str:
 def _verdict(store: str, failed: list) -> None:
     """After a run that reached the end: the verdict and where the report is."""
     from apsft_dagster.core.layout import REPORT_MARKDOWN
-    from apsft_dagster.core.store import Store
+    from apsft_dagster.core.object_store import open_store
 
-    s = Store(store)
+    s = open_store(store)
     if not failed and (line := _verdict_line(s)):
         print(f"  verdict: {line}")
         print(f"  report: {s.path(REPORT_MARKDOWN)}")
@@ -146,7 +148,7 @@ def _summary(outcomes: list, stages: list, store: str) -> int:
 def ui(args: argparse.Namespace) -> int:
     _export(args)
     ensure_dagster_home()
-    cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(args.port)]
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", args.host, "-p", str(args.port)]
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, start_new_session=True)  # its own group, so we can end it all
     signal.signal(signal.SIGTERM, _interrupt)
     try:
@@ -215,10 +217,10 @@ def run_partition(stages, partitions: str, key: str, on_stage=lambda outcome: No
 
 def _store(args: argparse.Namespace):
     from apsft_dagster.core.paths import store_root
-    from apsft_dagster.core.store import Store
+    from apsft_dagster.core.object_store import open_store
 
     config = load_config(args.profile, args.config)
-    return config, Store(args.store or store_root(config.profile))
+    return config, open_store(args.store or store_root(config.profile))
 
 
 def amend(args: argparse.Namespace) -> int:
@@ -316,6 +318,9 @@ def main(argv: list[str] | None = None) -> int:
             p.add_argument("name", nargs="?", help="one audit (a dbt_like_sql/ file name without .sql)")
         if name == "ui":
             p.add_argument("--port", type=int, default=3000)
+            p.add_argument("--host", default="127.0.0.1",
+                           help="address to bind (default 127.0.0.1: this machine only; Dagster OSS has no login, "
+                                "so share it through an authenticating proxy, not by binding 0.0.0.0)")
     from apsft_dagster import cli_loss_mask, cli_run_report
 
     cli_loss_mask.add_parser(sub)

@@ -104,7 +104,7 @@ def connect(store: Store, views: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     for view in views:
         asset, files, select = VIEWS[view]
-        if not any(store.root.glob(files)):
+        if not store.local_files(files):
             raise MissingArtifactError(f"view {view}: no files {store.root / files}; materialize `{asset}` first")
         pattern = (store.root / files).as_posix().replace("'", "''")
         con.execute(f"create or replace temp view {view} as " + select.format(files=f"'{pattern}'"))

@@ -117,6 +117,11 @@ class Store:
         climbs out (`../x`, `a/../../x`) or runs through a symlink that points outside the root."""
         return inside(self.root, name, "artifact name")
 
+    def local_files(self, pattern: str) -> list[Path]:
+        """The files matching a glob pattern relative to the root, on this machine's disk (an object
+        store fetches the matching artifacts into its mirror first)."""
+        return sorted(self.root.glob(pattern))
+
     def receipt_path(self, name: str) -> Path:
         path = self.path(name)  # the artifact's own name is checked first
         return path.with_name(path.name + RECEIPT_SUFFIX)

@@ -10,6 +10,7 @@ from pydantic import PrivateAttr
 from apsft_dagster.core.config import Config, load_config
 from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.paths import store_root
+from apsft_dagster.core.object_store import open_store
 from apsft_dagster.core.store import Store
 
 
@@ -50,4 +51,4 @@ class ExperimentResource(dg.ConfigurableResource):
         return self._config
 
     def store(self) -> Store:
-        return Store(self.store_dir or store_root(self.config().profile))
+        return open_store(self.store_dir or store_root(self.config().profile))
