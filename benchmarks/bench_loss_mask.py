@@ -2,10 +2,10 @@
 
 Writes a planted synthetic file of `--mb` megabytes (default 1024), then times, best of
 `--repeat`: a bare `json.loads` of every line (one process), `census` and `build` in one process
-(output and flags to /dev/null-like sinks that still hash), and both again over `--workers`
+(output and flags to /dev/null-like sinks that still hash), and all three again over `--workers`
 ranges of the file (core/loss_mask/parallel.py, what the assets run); reports MB/s, the ratios to
-the bare parse (target >= 0.5x) and the peak RSS of each (they stream: RSS must not grow with
-the file). Usage: python benchmarks/bench_loss_mask.py [--mb 1024] [--repeat 1] [--workers N]
+the one-process bare parse (target >= 0.5x) and to the bare parse with as many workers, and the
+peak RSS of each (they stream: RSS must not grow with the file). Usage: python benchmarks/bench_loss_mask.py [--mb 1024] [--repeat 1] [--workers N]
 """
 
 from __future__ import annotations
@@ -22,10 +22,14 @@ from apsft_dagster.core.loss_mask.dataset import planted_rows
 
 STEP = """
 import io, json, sys, time, resource
+from pathlib import Path
 from apsft_dagster.core.loss_mask.build import build
 from apsft_dagster.core.loss_mask.census import census
-from apsft_dagster.core.loss_mask.parallel import build_file, census_file
+from apsft_dagster.core.loss_mask.parallel import build_file, census_file, line_ranges, lines_in
+from multiprocessing import get_context
 kind, path, expected, workers = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+def parse_range(span):
+    return sum(1 for line in lines_in(path, *span) if json.loads(line))
 class Sink(io.RawIOBase):
     def writable(self): return True
     def write(self, b): return len(b)
@@ -38,6 +42,9 @@ with open(path, "rb") as f:
         out = census(f)["total"]
     elif kind == "build":
         out = build(f, Sink(), Sink(), expected_reasons=expected)
+    elif kind == "parse_workers":  # the same ranges as the workers below, parsed and nothing else
+        with get_context("fork").Pool(workers) as pool:
+            out = {"rows": sum(pool.map(parse_range, [(a, b) for a, b, _ in line_ranges(Path(path), workers)]))}
     elif kind == "census_workers":
         out = census_file(path, workers=workers)["total"]
     else:
@@ -86,14 +93,16 @@ def main() -> None:
     parse = run("parse", path, {}, args.repeat)
     counted = run("census", path, {}, args.repeat)
     built = run("build", path, counted["reasons"], args.repeat)
+    parse_w = run("parse_workers", path, {}, args.repeat, args.workers)
     census_w = run("census_workers", path, {}, args.repeat, args.workers)
     build_w = run("build_workers", path, counted["reasons"], args.repeat, args.workers)
     assert census_w["reasons"] == counted["reasons"] == built["reasons"] == build_w["reasons"]
     w = f"{args.workers} workers"
-    for name, r in (("bare parse", parse), ("census", counted), ("build", built), (f"census, {w}", census_w),
-                    (f"build, {w}", build_w)):
-        ratio = parse["seconds"] / r["seconds"]
-        print(f"{name:<18} {size / r['seconds']:7.1f} MB/s  {ratio:5.2f}x bare  peak RSS {r['peak_rss_mb']:6.0f} MB")
+    for name, r, same in (("bare parse", parse, parse), ("census", counted, parse), ("build", built, parse),
+                          (f"bare parse, {w}", parse_w, parse_w), (f"census, {w}", census_w, parse_w),
+                          (f"build, {w}", build_w, parse_w)):
+        print(f"{name:<22} {size / r['seconds']:7.1f} MB/s  {parse['seconds'] / r['seconds']:5.2f}x bare  "
+              f"{same['seconds'] / r['seconds']:5.2f}x bare with as many workers  peak RSS {r['peak_rss_mb']:6.0f} MB")
     os.environ.get("APSFT_KEEP_BENCH_FILE") or path.unlink()
 
 

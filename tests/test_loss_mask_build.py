@@ -81,3 +81,13 @@ def test_flag_lines_are_exactly_what_json_dumps_writes(content):
                                json.dumps(content, ensure_ascii=False).encode()).hexdigest()},
                           sort_keys=True, ensure_ascii=False).encode() + b"\n"
     assert flag_line(f"r-{content}", 3, reasons, content) == expected
+
+
+@pytest.mark.parametrize("key", ['"step_loss_mask"', '"step\\u005floss_mask"', '"\\u0073tep_loss_mask"'])
+def test_build_refuses_a_base_that_already_carries_the_mask_key_however_it_is_spelt(key):
+    row, _ = next(iter(planted_rows(1, seed=3)))
+    line = json.dumps(row).encode()
+    assert line.count(b'"content": ') >= 1
+    line = line.replace(b'"content": ', key.encode() + b': 1, "content": ', 1) + b"\n"
+    with pytest.raises(Exception, match="already carries step_loss_mask"):
+        build([line], io.BytesIO(), io.BytesIO(), expected_reasons=None)

@@ -2,7 +2,9 @@
 
 Per source and in total: rows, assistant turns, per-reason turn counts, the union of masked
 turns, rows touched, every combination of reasons with its count, and the left-alone counts.
-Memory holds counters only (sources x combinations), so it does not grow with the file.
+Memory holds counters only (sources x combinations), so it does not grow with the file. A row
+adds to one counter per distinct set of reasons; per-reason totals and the combination names
+are derived from those sets once, at the end.
 """
 
 from __future__ import annotations
@@ -21,21 +23,54 @@ def census(lines: Iterable[bytes | str], *, known_broken_families: frozenset[str
     """Count over JSON lines (blank lines skipped); a line that is not JSON raises naming its number
     (`first_line`: the number of the first line given, when they are a range of a larger file)."""
     known_broken_families = frozenset(known_broken_families)
-    tallies: dict[str, dict] = {}
+    tallies: dict[str, _Tally] = {}
     for number, line in enumerate(lines, start=first_line):
-        if not line.strip():
+        if not line or line.isspace():  # blank: `not line.strip()` without copying the line
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise LossMaskError(f"{source_name} line {number}: not JSON ({exc.msg}); fix or drop the line") from None
-        flags, kept = judge_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)
+        flags, kept, turns = judge_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)
         source = str(row.get("source"))
         tally = tallies.get(source)
         if tally is None:
-            tally = tallies[source] = _empty()
-        _add(tally, row, flags, kept)
-    return _result(tallies)
+            tally = tallies[source] = _Tally()
+        tally.add(flags, kept, turns)
+    return _result({source: tally.counts() for source, tally in tallies.items()})
+
+
+class _Tally:
+    """One source's counts while streaming: rows, turns, and each distinct reason set's count."""
+
+    def __init__(self):
+        self.rows = self.assistant_turns = self.rows_touched = 0
+        self.flagged: dict[frozenset[str], int] = {}
+        self.kept: dict[frozenset[str], int] = {}
+
+    def add(self, flags: dict[int, frozenset[str]], kept: dict[int, frozenset[str]], turns: int) -> None:
+        self.rows += 1
+        self.assistant_turns += turns
+        if flags:
+            self.rows_touched += 1
+            for reasons in flags.values():
+                self.flagged[reasons] = self.flagged.get(reasons, 0) + 1
+        for labels in kept.values():
+            self.kept[labels] = self.kept.get(labels, 0) + 1
+
+    def counts(self) -> dict:
+        """The tally in the form merge_census and _result add up."""
+        tally = _empty()
+        tally.update(rows=self.rows, assistant_turns=self.assistant_turns, rows_touched=self.rows_touched,
+                     masked_turns=sum(self.flagged.values()))
+        for reasons, n in self.flagged.items():
+            tally["combinations"]["+".join(sorted(reasons))] += n
+            for reason in reasons:
+                tally["reasons"][reason] += n
+        for labels, n in self.kept.items():
+            for label in labels:
+                tally["left_alone"][label] += n
+        return tally
 
 
 def merge_census(parts: Iterable[dict]) -> dict:
@@ -63,18 +98,6 @@ def _result(tallies: dict[str, dict]) -> dict:
 
 def _empty() -> dict:
     return {**dict.fromkeys(FIELDS, 0), "reasons": Counter(), "combinations": Counter(), "left_alone": Counter()}
-
-
-def _add(tally: dict, row: dict, flags: dict[int, frozenset[str]], kept: dict[int, frozenset[str]]) -> None:
-    tally["rows"] += 1
-    tally["assistant_turns"] += sum(m.get("role") == "assistant" for m in row["messages"])
-    tally["masked_turns"] += len(flags)
-    tally["rows_touched"] += bool(flags)
-    for reasons in flags.values():
-        tally["reasons"].update(reasons)
-        tally["combinations"]["+".join(sorted(reasons))] += 1
-    for labels in kept.values():
-        tally["left_alone"].update(labels)
 
 
 def _plain(tally: dict) -> dict:

@@ -52,10 +52,15 @@ def _newlines(handle: BinaryIO, start: int, stop: int) -> int:
 
 
 def lines_in(path: Path, start: int, stop: int) -> Iterator[bytes]:
+    """The lines that start in [start, stop); ranges are cut at line starts, so they end at stop."""
+    left = stop - start
     with open(path, "rb") as handle:
         handle.seek(start)
-        while handle.tell() < stop and (line := handle.readline()):
+        for line in handle:  # the file's own line iterator: no tell() per line
+            if left <= 0:
+                return
             yield line
+            left -= len(line)
 
 
 def _pool(workers: int) -> ProcessPoolExecutor:
@@ -81,7 +86,7 @@ def census_file(path: str | Path, *, workers: int = 1, **rules) -> dict:
 
 def _build_range(path: str, start: int, stop: int, folder: str, k: int, rules: dict) -> dict:
     with open(Path(folder) / f"{k}.out", "wb") as out, open(Path(folder) / f"{k}.flags", "wb") as flags:
-        return build(lines_in(Path(path), start, stop), out, flags, expected_reasons=None, **rules)
+        return build(lines_in(Path(path), start, stop), out, flags, expected_reasons=None, digests=False, **rules)
 
 
 def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected_reasons: dict[str, int],
@@ -93,8 +98,9 @@ def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected
             return build(handle, out, flags_out, expected_reasons=expected_reasons, **rules)
     ranges = line_ranges(path, workers)
     with tempfile.TemporaryDirectory(prefix="lm-build-") as folder, _pool(workers) as pool:
-        jobs = [(str(path), a, b, folder, k, rules) for k, (a, b, _) in enumerate(ranges)]
-        parts = list(pool.map(_build_range, *zip(*jobs)))
+        running = [pool.submit(_build_range, str(path), a, b, folder, k, rules) for k, (a, b, _) in enumerate(ranges)]
+        base_sha256 = sha256_file(path)  # while the workers mask: the parent is otherwise idle
+        parts = [job.result() for job in running]
         output, flags = _join(folder, "out", len(ranges), out), _join(folder, "flags", len(ranges), flags_out)
     reasons: dict[str, int] = {}
     for part in parts:
@@ -105,7 +111,7 @@ def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected
         raise LossMaskError(f"build masked {reasons} but the census counted {dict(sorted(expected_reasons.items()))}; "
                             "the input changed or the rules differ")
     return {"rows": sum(p["rows"] for p in parts), "masked_turns": sum(p["masked_turns"] for p in parts),
-            "reasons": reasons, "base_sha256": sha256_file(path), "output_sha256": output[0],
+            "reasons": reasons, "base_sha256": base_sha256, "output_sha256": output[0],
             "flags_sha256": flags[0], "output_bytes": output[1]}
 
 

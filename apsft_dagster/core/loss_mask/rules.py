@@ -47,8 +47,9 @@ def _failer(row_id: object) -> Callable[[str, str], LossMaskError]:
     return fail
 
 
-def _check_row(row: object) -> Callable[[str, str], LossMaskError]:
-    """Validate the fields the rules read; return the row's error builder."""
+def _check_row(row: object) -> tuple[Callable[[str, str], LossMaskError], list[int]]:
+    """Validate the fields the rules read; return the row's error builder and its assistant
+    message indices (one pass over the messages: this runs on every row of a file)."""
     if not isinstance(row, dict):
         raise LossMaskError(f"a row must be a JSON object, got {type(row).__name__}")
     fail = _failer(row.get("row_id"))
@@ -62,21 +63,22 @@ def _check_row(row: object) -> Callable[[str, str], LossMaskError]:
     messages = row.get("messages")
     if not isinstance(messages, list):
         raise fail("messages", "must be a list of messages")
+    assistant = []
     for i, message in enumerate(messages):
-        _check_message(message, f"messages[{i}]", fail)
-    return fail
-
-
-def _check_message(message: object, where: str, fail: Callable[[str, str], LossMaskError]) -> None:
-    if not isinstance(message, dict):
-        raise fail(where, "must be an object")
-    if message.get("role") not in ROLES:
-        raise fail(f"{where}.role", f"must be one of {sorted(ROLES)}, got {message.get('role')!r}")
-    if not isinstance(message.get("content"), (str, type(None))):
-        raise fail(f"{where}.content", "must be a string or null")
-    calls = message.get("tool_calls")
-    if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
-        raise fail(f"{where}.tool_calls", "must be a list of objects")
+        if not isinstance(message, dict):
+            raise fail(f"messages[{i}]", "must be an object")
+        role = message.get("role")
+        if role not in ROLES:
+            raise fail(f"messages[{i}].role", f"must be one of {sorted(ROLES)}, got {role!r}")
+        content = message.get("content")
+        if content is not None and not isinstance(content, str):
+            raise fail(f"messages[{i}].content", "must be a string or null")
+        calls = message.get("tool_calls")
+        if calls is not None and not (isinstance(calls, list) and all(isinstance(c, dict) for c in calls)):
+            raise fail(f"messages[{i}].tool_calls", "must be a list of objects")
+        if role == "assistant":
+            assistant.append(i)
+    return fail, assistant
 
 
 def _is_blank(content: str | None) -> bool:
@@ -96,37 +98,36 @@ def _prose_verdict(content: str, commands: frozenset[str]) -> str:
 
 def judge_row(
     row: dict, *, known_broken_families: frozenset[str] = frozenset(), prose_commands: frozenset[str] | None = None
-) -> tuple[dict[int, frozenset[str]], dict[int, frozenset[str]]]:
-    """(flagged, left_alone) in one pass: message index -> reasons, non-empty sets only."""
+) -> tuple[dict[int, frozenset[str]], dict[int, frozenset[str]], int]:
+    """(flagged, left_alone, assistant turns) in one pass: message index -> reasons, non-empty sets only."""
     known_broken_families = frozenset(known_broken_families)
-    fail = _check_row(row)
+    fail, assistant = _check_row(row)
     harness, messages = row["harness"], row["messages"]
     by_name = tool_validators(row["tools"], fail) if row.get("tools") is not None else None
     commands = DEFAULT_PROSE_COMMANDS if prose_commands is None else prose_commands
-    assistant = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
     flagged: dict[int, frozenset[str]] = {}
     kept: dict[int, frozenset[str]] = {}
     for i in assistant:
         message = messages[i]
         content, calls = message.get("content"), message.get("tool_calls") or []
+        blank = _is_blank(content)
         reasons: set[str] = set()
         spared: set[str] = set()
-        if _is_blank(content) and not calls:
+        if blank and not calls:
             reasons.add(STALL)
         if by_name is not None and calls and has_bad_call(calls, by_name):
             reasons.add(TOOLCALL_SYNTAX)
         if harness == "terminus2":
             is_last = i == assistant[-1]
             _judge_terminus(content, is_last, row["verifier"], known_broken_families, reasons, spared)
-        if harness == "mini_swe" and not calls and not _is_blank(content):
-            if not _SHELL_BLOCK.search(content):
-                verdict = _prose_verdict(content, commands)
-                (reasons if verdict == PROSE_COMMAND else spared).add(verdict)
+        elif harness == "mini_swe" and not calls and not blank and not _SHELL_BLOCK.search(content):
+            verdict = _prose_verdict(content, commands)
+            (reasons if verdict == PROSE_COMMAND else spared).add(verdict)
         if reasons:
             flagged[i] = frozenset(reasons)
         if spared:
             kept[i] = frozenset(spared)
-    return flagged, kept
+    return flagged, kept, len(assistant)
 
 
 def _judge_terminus(
