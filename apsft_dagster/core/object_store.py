@@ -27,8 +27,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, StorePathError
-from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, sha256_bytes
+from apsft_dagster.core.errors import MissingArtifactError, StorePathError
+from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, match_digest, sha256_bytes
 
 SCHEME = "s3://"
 
@@ -222,8 +222,4 @@ class ObjectStore(Store):
         return self.mirror.exists(name) and self.mirror.receipt(name) == receipt
 
     def _match_remote(self, key: str, actual: str, expected: str) -> str:
-        if actual != expected:
-            raise HashMismatchError(
-                f"{self.url}/{key}: SHA-256 is {actual} but its receipt says {expected}; the object changed "
-                "after it was written. Restore it, or delete it and its receipt and rematerialize")
-        return actual
+        return match_digest(f"{self.url}/{key}", actual, expected, "object")

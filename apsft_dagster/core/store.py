@@ -52,6 +52,15 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
+def match_digest(where: str, actual: str, expected: str, what: str = "file") -> str:
+    """`actual`, or HashMismatchError naming `where` (a path or an object's URL) when it is not `expected`."""
+    if actual != expected:
+        raise HashMismatchError(
+            f"{where}: SHA-256 is {actual} but its receipt says {expected}; the {what} changed after it was "
+            "written. Restore it, or delete it and its receipt and rematerialize")
+    return actual
+
+
 def json_bytes(obj: object) -> bytes:
     """Sorted keys, fixed separators, UTF-8, trailing newline: one byte form per value."""
     return (json.dumps(obj, sort_keys=True, indent=1, ensure_ascii=False) + "\n").encode()
@@ -207,11 +216,7 @@ class Store:
         return self._match(name, sha256_file(path), receipt["sha256"])
 
     def _match(self, name: str, actual: str, expected: str) -> str:
-        if actual != expected:
-            raise HashMismatchError(
-                f"{self.path(name)}: SHA-256 is {actual} but its receipt says {expected}; the file changed "
-                "after it was written. Restore it, or delete it and its receipt and rematerialize")
-        return actual
+        return match_digest(str(self.path(name)), actual, expected)
 
     def read(self, name: str) -> tuple[bytes, str]:
         """The artifact's bytes, read and hashed once, with the digest its receipt confirmed."""
