@@ -1,0 +1,128 @@
+"""The Dagster UI in a real browser, over the session's finished smoke run plus one tampered rerun.
+
+What a person sees: every asset group in the lineage, `trace_bank`'s partitions and their status,
+a check that passed and then failed (a score shard changed after it was written), and the audit
+table of `audit_fallback_gaps`. APSFT_SAVE_SCREENSHOTS=1 writes the README's screenshots into
+docs/screenshots/; otherwise they go to the test's tmp folder.
+"""
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from apsft_dagster.core.config import PROJECT_ROOT
+from browser import Page, chromium, listening_addresses, served_ui
+
+TAMPERED_STAGE = "score_bank_index_job"  # the cheapest stage whose blocking check reads every score shard
+CHECKED = "score_bank_index"
+
+
+@pytest.fixture
+def tampered_state(cli_run, tmp_path):
+    """A copy of the session run's state folder and store in which one score shard changed after it
+    was written, and `apsft run` reran only the score bank index over it: its `hash_parity` check
+    passed in the first run and fails in this one. Returns (state folder, tampered shard)."""
+    _, store, state = cli_run
+    copy_state, copy_store = tmp_path / "state", tmp_path / "store"
+    shutil.copytree(state, copy_state)
+    shutil.copytree(store.root, copy_store)
+    shard = sorted((copy_store / "score_bank" / "shards").glob("*.parquet"))[0]
+    with open(shard, "ab") as f:
+        f.write(b"tampered")
+    env = {**os.environ, "APSFT_STATE_DIR": str(copy_state)}
+    for name in ("APSFT_CONFIG", "APSFT_PROFILE", "APSFT_STORE_DIR", "DAGSTER_HOME"):
+        env.pop(name, None)
+    proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--store", str(copy_store),
+                           "--from", TAMPERED_STAGE, "--to", TAMPERED_STAGE], capture_output=True, text=True,
+                          env=env, cwd=PROJECT_ROOT)
+    assert proc.returncode == 1 and f"check {CHECKED}:hash_parity failed" in proc.stdout, proc.stdout + proc.stderr
+    return copy_state, shard
+
+
+def _screenshots(tmp_path):
+    if os.environ.get("APSFT_SAVE_SCREENSHOTS") == "1":
+        folder = PROJECT_ROOT / "docs" / "screenshots"
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return tmp_path
+
+
+def _fallback_gaps(store):
+    """The audit recomputed from the store (its SQL over the files), not read back from Dagster."""
+    from apsft_dagster.core.audits import discover, run_audit
+
+    return run_audit(next(a for a in discover() if a.name == "fallback_gaps"), store)
+
+
+def _cell(value):
+    """What a table cell showing `value` must read: floats to their precision, the rest as text."""
+    return pytest.approx(value, rel=1e-12) if isinstance(value, float) else str(value)
+
+
+def _sees_every_group_in_the_lineage(page: Page) -> None:
+    from apsft_dagster.stages import ASSETS
+
+    groups = sorted({g for a in ASSETS for g in a.group_names_by_key.values()})
+    page.open("/asset-groups")  # the global lineage: one box per group, drawn in the graph's SVG
+    assert page.shown("//*[local-name()='svg']//div[@data-tooltip]", groups, order=sorted) == groups
+    assert len(groups) >= 10
+    page.screenshot("lineage")
+
+
+def _sees_trace_bank_partitions_materialized(page: Page) -> None:
+    from apsft_dagster.definitions import defs
+
+    keys = defs.resolve_assets_def("trace_bank").partitions_def.get_partition_keys()
+    page.open("/assets/trace_bank?view=partitions")
+    counts = {f"Materialized ({len(keys)})", "Failed (0)", "Missing (0)"}  # the status filters' counts
+    assert counts <= page.lines(counts)
+    # each partition in the list, with its status dot beside it (green: materialized)
+    listed = "//div[@data-tooltip][following-sibling::div[1][contains(@style, 'border-radius')]]"
+    assert page.shown(listed, keys, attribute="data-tooltip") == keys
+    dots = page.read(f"{listed}/following-sibling::div[1]", attribute="style")
+    assert [re.search(r"--color-accent-(\w+)", d).group(1) for d in dots] == ["green"] * len(keys)
+    page.screenshot("trace_bank_partitions")
+
+
+def _sees_a_check_pass_then_fail(page: Page, shard) -> None:
+    page.open(f"/assets/{CHECKED}?view=checks&checkDetail=hash_parity")
+    latest = "//div[@title='{0}']/following-sibling::span"  # the check list: name, then its latest result
+    assert page.shown(latest.format("hash_parity"), ["Failed"]) == ["Failed"]
+    assert page.shown(latest.format("finite_values"), ["Succeeded"]) == ["Succeeded"]
+    page.element(f"//*[contains(text(), '{shard}')]")  # the failed evaluation names the changed shard
+    page.element("//*[normalize-space()='Execution history']", clickable=True).click()
+    history = "//table[.//th[normalize-space()='Evaluation result']]/tbody/tr/td[1]"
+    assert page.shown(history, ["Failed", "Passed"]) == ["Failed", "Passed"]  # newest first: the tampered rerun
+    page.screenshot("check_passed_then_failed")
+
+
+def _sees_the_audit_table(page: Page, store) -> None:
+    from selenium.webdriver.common.by import By
+
+    audit = _fallback_gaps(store)
+    page.open("/assets/audit_fallback_gaps")
+    table = page.element(f"//table[thead/tr/th[normalize-space()='{audit.columns[0]}']]")  # metadata "result"
+    header = [th.text for th in table.find_elements(By.XPATH, "./thead/tr/th")]
+    rows = [[float(td.text) if isinstance(v, float) else td.text
+             for td, v in zip(tr.find_elements(By.XPATH, "./td"), audit.row(i))]
+            for i, tr in enumerate(table.find_elements(By.XPATH, "./tbody/tr"))]
+    assert header == audit.columns and audit.height > 0
+    assert rows == [[_cell(v) for v in row] for row in audit.iter_rows()]
+    page.screenshot("audit_fallback_gaps", element=table)
+
+
+@pytest.mark.slow
+def test_a_person_sees_every_group_the_partitions_a_passed_then_failed_check_and_an_audit_table(
+        cli_run, tampered_state, tmp_path):
+    state, shard = tampered_state
+    with chromium() as driver, served_ui(state) as port:  # the browser first: a missing one fails at once
+        assert listening_addresses(port) == {"127.0.0.1"}  # `apsft ui` binds loopback unless told otherwise
+        page = Page(driver, port, _screenshots(tmp_path))
+        _sees_every_group_in_the_lineage(page)
+        _sees_trace_bank_partitions_materialized(page)
+        _sees_a_check_pass_then_fail(page, shard)
+        _sees_the_audit_table(page, cli_run[1])
