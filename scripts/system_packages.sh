@@ -19,5 +19,5 @@ fi
 echo "system packages: installing ${missing[*]} from the distribution ($(date +%H:%M:%S))"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
-"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+"${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
 echo "system packages: installed ${missing[*]} ($(date +%H:%M:%S))"
