@@ -9,15 +9,15 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing+=(postgresql)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "system packages: postgresql, chromium, chromium-driver present"
+  echo "setup: system packages: postgresql, chromium, chromium-driver present"
   exit 0
 fi
 if [ "$(id -u)" -eq 0 ]; then sudo=(); elif command -v sudo >/dev/null 2>&1; then sudo=(sudo); else
-  echo "system packages: missing ${missing[*]}; install them as root: apt-get install -y ${missing[*]}" >&2
+  echo "setup: system packages: missing ${missing[*]}; install them as root: apt-get install -y ${missing[*]}" >&2
   exit 1
 fi
-echo "system packages: installing ${missing[*]} from the distribution ($(date +%H:%M:%S))"
+echo "setup: system packages: installing ${missing[*]} from the distribution ($(date +%H:%M:%S))"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo[@]}" apt-get update -qq
 "${sudo[@]}" apt-get install -y -qq "${missing[@]}" >/dev/null
-echo "system packages: installed ${missing[*]} ($(date +%H:%M:%S))"
+echo "setup: system packages: installed ${missing[*]} ($(date +%H:%M:%S))"
