@@ -2,7 +2,8 @@
 
 `initdb` into a fresh folder (owned by the `postgres` user when the tests run as root: PostgreSQL
 refuses to run as root), `pg_ctl start` on a free port with password authentication, and
-`pg_ctl stop -m immediate` plus removal of the folder when done, whatever happened. The binaries
+`pg_ctl stop -m immediate` plus removal of the folder when done, whatever happened (a killed test
+process included: a detached watchdog does it when the process is gone). The binaries
 come from the distribution's packages (`scripts/system_packages.sh` installs them).
 """
 
@@ -66,20 +67,26 @@ def running_server():
         shutil.chown(pwfile, "postgres", "postgres")
     run = lambda cmd: subprocess.run(_as_server_user(cmd), check=True, capture_output=True, text=True)  # noqa: E731
     server = Server("127.0.0.1", _free_port(), folder)
-    started = False
+    stop = " ".join(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]))
+    # the stop happens even if this process is killed (SIGKILL skips `finally`): a detached watchdog
+    # waits for end-of-file on a pipe only this process writes to (the kernel closes it when the
+    # process dies), then stops the server and removes its folder
+    watchdog = subprocess.Popen(["bash", "-c", f"cat >/dev/null; {stop} >/dev/null 2>&1; rm -rf {folder}"],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
     try:
         run([str(binaries / "initdb"), "-D", str(data), "-U", USER, f"--pwfile={pwfile}",
              "--auth=scram-sha-256", "-E", "UTF8", "--locale=C.UTF-8"])
         run([str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60", "start", "-o",
              f"-h {server.host} -p {server.port} -k {folder} -c fsync=off -c full_page_writes=off"])
-        started = True
         _createdb(binaries, server)
         yield server
     finally:
-        if started:
-            subprocess.run(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w",
-                                            "stop"]), capture_output=True)
+        if (data / "postmaster.pid").exists():
+            subprocess.run(stop.split(), capture_output=True)
         shutil.rmtree(folder, ignore_errors=True)
+        watchdog.stdin.close()
+        watchdog.wait()
 
 
 def _createdb(binaries: Path, server: Server) -> None:

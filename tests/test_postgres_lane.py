@@ -135,3 +135,32 @@ def test_the_server_is_gone_after_the_lane():
     assert not server.folder.exists()
     with pytest.raises(psycopg2.OperationalError):
         _sql(server, "SELECT 1")
+
+
+KILLED = """
+import os, signal, sys
+sys.path.insert(0, "tests")
+from pg_server import running_server
+with running_server() as server:
+    print(server.folder, server.port, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)  # no `finally` runs after this
+"""
+
+
+def test_a_killed_test_process_leaves_no_server_behind():
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    proc = subprocess.run([sys.executable, "-c", KILLED], capture_output=True, text=True, cwd=PROJECT_ROOT)
+    assert proc.returncode == -9, proc.stderr
+    folder, port = proc.stdout.split()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and Path(folder).exists():
+        time.sleep(0.2)
+    assert not Path(folder).exists()
+    with pytest.raises(psycopg2.OperationalError):
+        psycopg2.connect(host="127.0.0.1", port=int(port), user=USER, password=PASSWORD, dbname=DATABASE,
+                         connect_timeout=3)
+
