@@ -94,6 +94,7 @@ def test_receipts_keep_their_meaning_on_the_bucket(s3, tmp_path):
 
     store.remove("model")
     assert not _keys(client, "unit/model")
+    assert not elsewhere.path("model").exists()  # the other machine's mirror does not serve what the bucket lost
     for bad in ("../x", "/etc/passwd", "a/../../x"):
         with pytest.raises(StorePathError):
             store.put_bytes(bad, b"no")

@@ -176,10 +176,14 @@ class ObjectStore(Store):
 
     def path(self, name: str) -> Path:
         """The artifact as a local file or folder: the mirror's copy, fetched and verified first when
-        the bucket's receipt differs from the mirror's (or the mirror has none)."""
+        the bucket's receipt differs from the mirror's (or the mirror has none), dropped when the
+        bucket no longer has it."""
         local = self.mirror.path(name)
         receipt = self._remote_receipt(name)
-        if receipt is not None and not self._mirrored(name, receipt):
+        if receipt is None:
+            if self.mirror.exists(name):  # removed from the bucket (elsewhere): the mirror must not serve it
+                self.mirror.remove(name)
+        elif not self._mirrored(name, receipt):
             if "files" in receipt:
                 self._fetch_dir(name, receipt)
             else:
