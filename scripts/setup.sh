@@ -21,12 +21,9 @@ fi
 if [ -x .venv/bin/python ]; then step "reusing .venv"; else step "creating .venv"; python3 -m venv .venv; fi
 step "upgrading pip"
 pip_quiet install -q --upgrade pip
-# --no-compile: Python compiles each module when it is first imported (into the venv's
-# __pycache__), so only what runs is compiled; compiling every installed module up front took
-# about 80 s of a fresh setup (torch 35 s -> 9 s, the rest 100 s -> 45 s, measured here).
-step "installing the CPU build torch==2.13.0"
-pip_quiet install -q --no-compile torch==2.13.0
+step "installing the CPU build torch==2.13.0 (first run: about a minute)"
+pip_quiet install -q torch==2.13.0
 step "installing apsft${extras:+[$extras]} in editable mode with dagster, transformers, peft, polars, duckdb"
-PYTHONWARNINGS=ignore pip_quiet install -q --no-compile -e ".${extras:+[$extras]}"  # setuptools warns about editable layouts
+PYTHONWARNINGS=ignore pip_quiet install -q -e ".${extras:+[$extras]}"  # setuptools warns about editable layouts
 echo "$stamp" > "$stamp_file"
 echo "setup: .venv ready ($(.venv/bin/python -c 'import torch, dagster; print("torch", torch.__version__, "dagster", dagster.__version__)'))"
