@@ -11,8 +11,9 @@ import json
 import re
 from collections.abc import Mapping
 
-import fastjsonschema
 from jsonschema import Draft202012Validator
+
+from apsft_dagster.core.loss_mask.fast_schema import fast_validator
 
 ACTION_SCHEMA: dict = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -37,12 +38,13 @@ ACTION_SCHEMA: dict = {
     },
 }
 Draft202012Validator.check_schema(ACTION_SCHEMA)
-# The action schema is fixed and judged on every terminus turn, so it is compiled to Python once
-# (fastjsonschema, draft-07: this schema uses nothing that differs from 2020-12; tool schemas are
-# compiled only where fast_schema.py allows). tests/test_loss_mask_schema.py holds both libraries
-# to the same cases. Only the verdict is read, so the exception skips its detailed message.
-_ACTION_CHECK = fastjsonschema.compile({k: v for k, v in ACTION_SCHEMA.items() if k != "$schema"},
-                                      detailed_exceptions=False)
+# The action schema is fixed and judged on every terminus turn, so it is compiled to Python once,
+# through the same gate as the tool schemas (fast_schema.py: only keywords where fastjsonschema
+# gives Draft 2020-12's answer). tests/test_loss_mask_schema.py holds both libraries to the same cases.
+_ACTION_CHECK = fast_validator(ACTION_SCHEMA)
+if _ACTION_CHECK is None:
+    raise RuntimeError("terminus ACTION_SCHEMA uses a keyword outside fast_schema.py's agreed subset; "
+                       "widen the subset (with its differential test) or validate it with jsonschema")
 
 # One optional ```json fence around the whole turn; the body must then be the object alone.
 _JSON_FENCE = re.compile(r"\A```json[ \t]*\r?\n(?P<body>.*)\r?\n[ \t]*```\Z", re.DOTALL)
@@ -73,11 +75,7 @@ def parse_action(content: str | None) -> dict | None:
 
 
 def is_valid_action(action: dict) -> bool:
-    try:
-        _ACTION_CHECK(action)
-    except fastjsonschema.JsonSchemaException:
-        return False
-    return True
+    return _ACTION_CHECK(action)
 
 
 def stalls(action: dict) -> bool:
