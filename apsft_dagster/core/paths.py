@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.object_store import is_object_url
 
 
 def state_dir() -> Path:
@@ -16,7 +17,7 @@ def store_root(profile: str) -> Path | str:
     """One artifact store per profile, so smoke and full never share files. APSFT_STORE_DIR may
     name a folder or an object store URL (`s3://bucket/prefix`, kept as text)."""
     override = os.environ.get("APSFT_STORE_DIR")
-    if override and override.startswith("s3://"):
+    if is_object_url(override):
         return override
     return Path(override) if override else state_dir() / "store" / profile
 
