@@ -102,6 +102,7 @@ RUN_REPORT_STAGES = (
 SIBLING_STAGES = (*LOSS_MASK_STAGES, *RUN_REPORT_STAGES)
 # each asset once: the replication stages select adapters / merged_models again
 ASSETS = list(dict.fromkeys(a for stage in (*STAGES, *SIBLING_STAGES) for a in stage.assets))
+_GPU_TAGS = gpu_run_tags()  # read from the environment once, for every engine stage
 JOBS = [dg.define_asset_job(s.job, selection=list(s.assets),
-                            tags={"apsft/engine": str(s.engine).lower(), **(gpu_run_tags() if s.engine else {})})
+                            tags={"apsft/engine": str(s.engine).lower(), **(_GPU_TAGS if s.engine else {})})
         for s in (*STAGES, *SIBLING_STAGES)]
