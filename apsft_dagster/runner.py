@@ -129,7 +129,15 @@ def _gone(process: str) -> bool:
     pid, _, ticks = rest.partition(":")
     if host != socket.gethostname() or not pid.isdigit():
         return False
-    return ticks == "?" or _start_ticks(int(pid)) != ticks
+    if ticks == "?":  # no /proc when it was tagged (not Linux): whether the pid exists is all there is
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        return False
+    return _start_ticks(int(pid)) != ticks
 
 
 def release_abandoned(instance: dg.DagsterInstance) -> list[str]:
