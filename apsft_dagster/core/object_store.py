@@ -156,7 +156,10 @@ class ObjectStore(Store):
             return False
 
     def read(self, name: str) -> tuple[bytes, str]:
-        receipt = self.receipt(name)
+        return self._fetch_file(name, self.receipt(name))
+
+    def _fetch_file(self, name: str, receipt: dict) -> tuple[bytes, str]:
+        """The object's bytes, hashed against `receipt` (the bucket's), refreshing the mirror."""
         data = self._get(name)
         if data is None:
             raise MissingArtifactError(f"{self.location(name)}: the receipt is there but the object is not; "
@@ -170,7 +173,7 @@ class ObjectStore(Store):
         """Hash what the bucket holds against its receipt (the mirror is refreshed on the way)."""
         receipt = self.receipt(name)
         if "files" not in receipt:
-            return self.read(name)[1]
+            return self._fetch_file(name, receipt)[1]
         self._fetch_dir(name, receipt)
         return receipt["sha256"]
 
@@ -187,7 +190,7 @@ class ObjectStore(Store):
             if "files" in receipt:
                 self._fetch_dir(name, receipt)
             else:
-                self.read(name)
+                self._fetch_file(name, receipt)
         return local
 
     def local_files(self, pattern: str) -> list[Path]:
