@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from apsft_dagster.core.config import PROJECT_ROOT
-from test_ui import _alive, _free_port  # the same port choice and process-group census as the loopback test
+from conftest import free_port
 
 INSTALL = "apt-get install chromium chromium-driver"
 # Headless in a closed network: without these Chromium stalls on first-run, sync and update fetches.
@@ -54,11 +54,20 @@ def chromium(width: int = 1600, height: int = 1200):
             driver.quit()
 
 
+def alive(port: int) -> list[int]:
+    """Every process in the group of the `dagster dev` serving `port` (webserver, daemon, code servers)."""
+    table = [line.split(None, 2) for line in subprocess.run(["ps", "-ww", "-eo", "pid=,pgid=,args="], capture_output=True,
+                                                              text=True).stdout.splitlines()]
+    groups = {int(pgid) for pid, pgid, args in table if "dagster dev" in args and f"-p {port}" in args}
+    return [int(pid) for pid, pgid, _ in table if int(pgid) in groups]
+
+
 @contextlib.contextmanager
 def served_ui(state: Path, host_args: tuple[str, ...] = ()):
-    """`apsft ui` over the state folder `state` on a free port; yields the port once the webserver
-    answers, and ends every process it started (webserver, daemon, code servers) afterwards."""
-    port = _free_port()
+    """`apsft ui` over the state folder `state` on a free port; yields (port, the `apsft ui` process)
+    once the webserver answers, and ends every process it started (webserver, daemon, code servers)
+    afterwards, whatever the caller did with it."""
+    port = free_port()
     env = {**os.environ, "APSFT_STATE_DIR": str(state)}
     for name in ("DAGSTER_HOME", "APSFT_CONFIG", "APSFT_PROFILE", "APSFT_STORE_DIR"):
         env.pop(name, None)
@@ -75,13 +84,13 @@ def served_ui(state: Path, host_args: tuple[str, ...] = ()):
                 time.sleep(0.5)
         else:
             pytest.fail(f"`apsft ui` did not answer on 127.0.0.1:{port} (exit status {proc.poll()})")
-        yield port
+        yield port, proc
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(timeout=30)
-        for pid in _alive(port):
+        for pid in alive(port):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         if proc.poll() is None:

@@ -18,6 +18,15 @@ def pytest_configure(config):
     os.environ.setdefault("APSFT_MODEL_CACHE", os.path.join(base, "apsft", "model_cache"))
 
 
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 right now (for a server a test starts)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def variant_config(tmp_path, edit, base: str = "smoke") -> Path:
     """A copy of a profile with `edit(raw_dict)` applied, written to tmp_path/variant.yaml."""
     import yaml

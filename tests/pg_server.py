@@ -12,12 +12,13 @@ from __future__ import annotations
 import glob
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from conftest import free_port
 
 USER, PASSWORD, DATABASE = "apsft", "apsft-test-only", "dagster"
 
@@ -46,12 +47,6 @@ def bin_dir() -> Path:
                        "`bash scripts/system_packages.sh` (apt-get install postgresql) and rerun")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _as_server_user(cmd: list[str]) -> list[str]:
     return ["runuser", "-u", "postgres", "--", *cmd] if os.geteuid() == 0 else cmd
 
@@ -66,7 +61,7 @@ def running_server():
         shutil.chown(folder, "postgres", "postgres")
         shutil.chown(pwfile, "postgres", "postgres")
     run = lambda cmd: subprocess.run(_as_server_user(cmd), check=True, capture_output=True, text=True)  # noqa: E731
-    server = Server("127.0.0.1", _free_port(), folder)
+    server = Server("127.0.0.1", free_port(), folder)
     stop = " ".join(_as_server_user([str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop"]))
     # the stop happens even if this process is killed (SIGKILL skips `finally`): a detached watchdog
     # waits for end-of-file on a pipe only this process writes to (the kernel closes it when the

@@ -7,14 +7,13 @@ client, so what they see is what the server holds.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 import dagster as dg
 import pytest
-from conftest import smoke_resources
+from conftest import free_port, smoke_resources
 
 from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import InheritedBank, export_bank
@@ -36,9 +35,7 @@ def s3(tmp_path_factory):
     """(boto3 client, endpoint): moto's S3 server on a free local port, the AWS variables set."""
     from moto.server import ThreadedMotoServer
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
     server.start()
     endpoint = f"http://127.0.0.1:{port}"

@@ -119,7 +119,7 @@ def _sees_the_audit_table(page: Page, store) -> None:
 def test_a_person_sees_every_group_the_partitions_a_passed_then_failed_check_and_an_audit_table(
         cli_run, tampered_state, tmp_path):
     state, shard = tampered_state
-    with chromium() as driver, served_ui(state) as port:  # the browser first: a missing one fails at once
+    with chromium() as driver, served_ui(state) as (port, _):  # the browser first: a missing one fails at once
         assert listening_addresses(port) == {"127.0.0.1"}  # `apsft ui` binds loopback unless told otherwise
         page = Page(driver, port, _screenshots(tmp_path))
         _sees_every_group_in_the_lineage(page)
