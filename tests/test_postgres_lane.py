@@ -15,14 +15,15 @@ import shutil
 import dagster as dg
 import psycopg2
 import pytest
-from conftest import smoke_definitions
+from conftest import StageRuns, smoke_definitions
 from pg_server import DATABASE, PASSWORD, USER, running_server
 
+from apsft_dagster.core.alerts import alert_path
 from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.layout import shard_file
 from apsft_dagster.core.store import Store
 from apsft_dagster.partitions import train_task_partitions
-from apsft_dagster.runner import run_stages
+from apsft_dagster.runner import StageOutcome, run_stages
 from apsft_dagster.stages import STAGES
 
 DEPLOY_YAML = PROJECT_ROOT / "deploy" / "dagster.yaml"
@@ -61,7 +62,7 @@ def test_the_deploy_instance_is_postgres_with_a_queue_and_a_gpu_pool_limit(postg
 def test_backfill_checks_and_alert_sensor_read_back_from_postgres(postgres, smoke_run, tmp_path):
     from apsft_dagster.sensors import run_failure_alert_sensor
 
-    server, _, state = postgres
+    server, _, _ = postgres
     _, smoke_store = smoke_run
     shutil.copytree(smoke_store.root, tmp_path / "store")
     store = Store(tmp_path / "store")
@@ -98,12 +99,13 @@ def test_backfill_checks_and_alert_sensor_read_back_from_postgres(postgres, smok
             keys[0], keys[-1])
         materialized = fresh.get_materialized_partitions(dg.AssetKey("trace_bank"))
         assert set(keys) <= materialized
-        checks = {(e.asset_key.to_user_string(), e.check_name): e.passed for rid in bank.run_ids
-                  for e in _check_evaluations(fresh, rid)}
+        checks = {(e.asset_key.to_user_string(), e.check_name): e.passed
+                  for e in StageRuns(fresh, bank).get_asset_check_evaluations()}
         assert {name for (asset, name) in checks if asset == "trace_bank_index"} == {
             "every_task_once", "cell_counts", "hash_parity", "unique_trace_ids", "min_eligible"}
         assert all(checks.values())
-        failed = {e.check_name for e in _check_evaluations(fresh, tampered.run_id) if not e.passed}
+        tampered_runs = StageRuns(fresh, StageOutcome("bank_and_parity_job", run_ids=[tampered.run_id]))
+        failed = {e.check_name for e in tampered_runs.get_asset_check_evaluations() if not e.passed}
         assert "hash_parity" in failed, failed
         assert fresh.get_run_by_id(tampered.run_id).status == dg.DagsterRunStatus.FAILURE
 
@@ -113,18 +115,11 @@ def test_backfill_checks_and_alert_sensor_read_back_from_postgres(postgres, smok
                           "dagster_event_type = 'ASSET_CHECK_EVALUATION'", tampered.run_id)
     assert evaluations[0] >= 5
 
-    alerts = [json.loads(line) for line in (state / "alerts.jsonl").read_text().splitlines()]
+    alerts = [json.loads(line) for line in alert_path().read_text().splitlines()]  # under the lane's state folder
     assert [(a["kind"], a["run_id"]) for a in alerts][0] == ("run_failed", tampered.run_id)
     assert ("asset_check_failed", "trace_bank_index", "hash_parity") in {
         (a["kind"], a.get("asset_key"), a.get("check_name")) for a in alerts}
     assert all(a["run_id"] == tampered.run_id for a in alerts)  # the successful runs before the cursor: none
-
-
-def _check_evaluations(instance, run_id):
-    from dagster._core.events import DagsterEventType
-
-    return [e.dagster_event.asset_check_evaluation_data
-            for e in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION)]
 
 
 def test_the_server_is_gone_after_the_lane():
