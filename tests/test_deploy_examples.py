@@ -102,7 +102,7 @@ def test_gpu_run_tags_follow_the_environment_and_refuse_nonsense():
         gpu_run_tags({"APSFT_GPUS_PER_RUN": "0"})
     with pytest.raises(ValueError, match="label=value"):
         gpu_run_tags({"APSFT_GPU_NODE_SELECTOR": "h100"})
-    engine_jobs = {j for j in ("trace_bank_job", "score_bank_job", "adapters_job", "stage_a_generations_job")}
+    engine_jobs = ("trace_bank_job", "score_bank_job", "adapters_job", "stage_a_generations_job")
     assert all(K8S_CONFIG_TAG in _job_tags(j) for j in engine_jobs)
     assert K8S_CONFIG_TAG not in _job_tags("sft_arms_job")
 
