@@ -1,11 +1,14 @@
 """Loss-mask census and build throughput against a bare parse of the same file (same JSON library).
 
-Writes a planted synthetic file of `--mb` megabytes (default 1024), then times, best of
+Writes a planted synthetic file of `--mb` megabytes (default 1024) in `--shape seed` (rows the
+size of the seed's export, 46 KB, 4.5% of them defective: dataset_seed.py) or `--shape dense` (the
+smoke file's 800-byte rows, nearly all defective: a measure of per-row overhead), then times, best of
 `--repeat`: a bare `json.loads` of every line (one process), `census` and `build` in one process
 (output and flags to /dev/null-like sinks that still hash), and all three again over `--workers`
 ranges of the file (core/loss_mask/parallel.py, what the assets run); reports MB/s, the ratios to
 the one-process bare parse (target >= 0.5x) and to the bare parse with as many workers, and the
-peak RSS of each (they stream: RSS must not grow with the file). Usage: python benchmarks/bench_loss_mask.py [--mb 1024] [--repeat 1] [--workers N]
+peak RSS of each (they stream: RSS must not grow with the file).
+Usage: python benchmarks/bench_loss_mask.py [--shape seed|dense] [--mb 1024] [--repeat 1] [--workers N]
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import time
 from pathlib import Path
 
 from apsft_dagster.core.loss_mask.dataset import planted_rows
+from apsft_dagster.core.loss_mask.dataset_seed import seed_shaped_rows
 
 STEP = """
 import io, json, sys, time, resource
@@ -55,10 +59,11 @@ print(json.dumps({"seconds": time.perf_counter() - start, "peak_rss_mb": rss / 1
 """
 
 
-def write_file(path: Path, mb: int) -> int:
+def write_file(path: Path, mb: int, shape: str) -> int:
     target, rows = mb * 1024 * 1024, 0
+    planted = seed_shaped_rows if shape == "seed" else planted_rows
     with open(path, "wb") as f:
-        for row, _ in planted_rows(10**9, seed=2026):
+        for row, _ in planted(10**9, seed=2026):
             f.write(json.dumps(row).encode() + b"\n")
             rows += 1
             if f.tell() >= target:
@@ -79,17 +84,18 @@ def run(kind: str, path: Path, expected: dict, repeat: int, workers: int = 1) ->
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--shape", choices=("seed", "dense"), default="seed")
     parser.add_argument("--mb", type=int, default=1024)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--dir", default="/tmp")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="processes for the census and build over ranges of the file (default: every core)")
     args = parser.parse_args()
-    path = Path(args.dir) / f"apsft-loss-mask-{args.mb}mb.jsonl"
+    path = Path(args.dir) / f"apsft-loss-mask-{args.shape}-{args.mb}mb.jsonl"
     started = time.perf_counter()
-    rows = write_file(path, args.mb) if not path.exists() else sum(1 for _ in open(path, "rb"))
+    rows = write_file(path, args.mb, args.shape) if not path.exists() else sum(1 for _ in open(path, "rb"))
     size = path.stat().st_size / 1024 / 1024
-    print(f"file {path}: {size:.0f} MB, {rows:,} rows (ready in {time.perf_counter() - started:.0f} s)")
+    print(f"file {path} ({args.shape} shape): {size:.0f} MB, {rows:,} rows (ready in {time.perf_counter() - started:.0f} s)")
     parse = run("parse", path, {}, args.repeat)
     counted = run("census", path, {}, args.repeat)
     built = run("build", path, counted["reasons"], args.repeat)
