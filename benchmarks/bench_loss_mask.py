@@ -8,7 +8,7 @@ smoke file's 800-byte rows, nearly all defective: a measure of per-row overhead)
 ranges of the file (core/loss_mask/parallel.py, what the assets run); reports MB/s, the ratios to
 the one-process bare parse (target >= 0.5x) and to the bare parse with as many workers, and the
 peak RSS of each (they stream: RSS must not grow with the file).
-Usage: python benchmarks/bench_loss_mask.py [--shape seed|dense] [--mb 1024] [--repeat 1] [--workers N]
+Usage: python benchmarks/bench_loss_mask.py [--shape seed|dense] [--mb 1024] [--repeat 3] [--workers N]
 """
 
 from __future__ import annotations
@@ -71,14 +71,22 @@ def write_file(path: Path, mb: int, shape: str) -> int:
     return rows
 
 
-def run(kind: str, path: Path, expected: dict, repeat: int, workers: int = 1) -> dict:
-    """Each measurement in a fresh interpreter, so peak RSS is that step's own (its largest process)."""
-    best = None
+def measure(kind: str, path: Path, expected: dict, workers: int = 1) -> dict:
+    """One measurement in a fresh interpreter, so peak RSS is that step's own (its largest process)."""
+    proc = subprocess.run([sys.executable, "-c", STEP, kind, str(path), json.dumps(expected), str(workers)],
+                          capture_output=True, text=True, check=True)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def best_of(steps: dict, repeat: int) -> dict:
+    """Each step's fastest of `repeat` rounds; the rounds interleave the steps, so a slow spell of
+    the machine lands on every step alike instead of on whichever ran during it."""
+    best: dict[str, dict] = {}
     for _ in range(repeat):
-        proc = subprocess.run([sys.executable, "-c", STEP, kind, str(path), json.dumps(expected), str(workers)],
-                              capture_output=True, text=True, check=True)
-        result = json.loads(proc.stdout.strip().splitlines()[-1])
-        best = result if best is None or result["seconds"] < best["seconds"] else best
+        for name, step in steps.items():
+            result = step()
+            if name not in best or result["seconds"] < best[name]["seconds"]:
+                best[name] = result
     return best
 
 
@@ -86,7 +94,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shape", choices=("seed", "dense"), default="seed")
     parser.add_argument("--mb", type=int, default=1024)
-    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--dir", default="/tmp")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
                         help="processes for the census and build over ranges of the file (default: every core)")
@@ -96,14 +104,19 @@ def main() -> None:
     rows = write_file(path, args.mb, args.shape) if not path.exists() else sum(1 for _ in open(path, "rb"))
     size = path.stat().st_size / 1024 / 1024
     print(f"file {path} ({args.shape} shape): {size:.0f} MB, {rows:,} rows (ready in {time.perf_counter() - started:.0f} s)")
-    parse = run("parse", path, {}, args.repeat)
-    counted = run("census", path, {}, args.repeat)
-    built = run("build", path, counted["reasons"], args.repeat)
-    parse_w = run("parse_workers", path, {}, args.repeat, args.workers)
-    census_w = run("census_workers", path, {}, args.repeat, args.workers)
-    build_w = run("build_workers", path, counted["reasons"], args.repeat, args.workers)
+    reasons = measure("census", path, {})["reasons"]  # what the builds must mask
+    w = args.workers
+    best = best_of({"parse": lambda: measure("parse", path, {}),
+                    "census": lambda: measure("census", path, {}),
+                    "build": lambda: measure("build", path, reasons),
+                    "parse_w": lambda: measure("parse_workers", path, {}, w),
+                    "census_w": lambda: measure("census_workers", path, {}, w),
+                    "build_w": lambda: measure("build_workers", path, reasons, w)}, args.repeat)
+    parse, counted, built, parse_w, census_w, build_w = (best[k] for k in ("parse", "census", "build", "parse_w",
+                                                                           "census_w", "build_w"))
     assert census_w["reasons"] == counted["reasons"] == built["reasons"] == build_w["reasons"]
     w = f"{args.workers} workers"
+    print(f"best of {args.repeat} interleaved rounds")
     for name, r, same in (("bare parse", parse, parse), ("census", counted, parse), ("build", built, parse),
                           (f"bare parse, {w}", parse_w, parse_w), (f"census, {w}", census_w, parse_w),
                           (f"build, {w}", build_w, parse_w)):

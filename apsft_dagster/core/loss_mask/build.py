@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
-import threading
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from json.encoder import encode_basestring
 from typing import BinaryIO
 
 from apsft_dagster.core.loss_mask.rules import LossMaskError, flag_row
 from apsft_dagster.core.loss_mask.splice import mask_in_place
+from apsft_dagster.core.loss_mask.streams import BlockSink, Hasher, hashed_lines
 
 MASK_KEY = "step_loss_mask"
 
@@ -42,74 +41,47 @@ def flag_line(row_id: str, index: int, reasons: list[str], content: str | None) 
             ).encode()
 
 
-class _Digest:
-    """Writes through to a binary file while hashing what passed (unless `hashing` is off).
-
-    The SHA-256 runs on a thread: hashlib releases the GIL while it hashes a large buffer, so
-    the build's own thread pays only for handing over 1 MiB batches (a bounded queue, so memory
-    stays flat however far the hash falls behind). `hexdigest()` drains it; `close()` stops it."""
-
-    BATCH = 1 << 20
-
-    def __init__(self, sink: BinaryIO | None = None, hashing: bool = True):
-        self.sink, self.hash, self.bytes, self.hashing = sink, hashlib.sha256(), 0, hashing
-        self._pending: list[bytes] = []
-        self._size = 0
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=8)
-        self._thread = threading.Thread(target=self._run, name="lm-build-sha256", daemon=True) if hashing else None
-        if self._thread is not None:
-            self._thread.start()
-
-    def _run(self) -> None:
-        while (chunk := self._queue.get()) is not None:
-            self.hash.update(chunk)
-
-    def write(self, data: bytes) -> None:
-        self.bytes += len(data)
-        if self.sink is not None:
-            self.sink.write(data)
-        if self.hashing:
-            self._pending.append(data)
-            self._size += len(data)
-            if self._size >= self.BATCH:
-                self._queue.put(b"".join(self._pending))
-                self._pending, self._size = [], 0
-
-    def hexdigest(self) -> str:
-        self.close()
-        return self.hash.hexdigest()
-
-    def close(self) -> None:
-        if self._thread is not None:
-            if self._pending:
-                self._queue.put(b"".join(self._pending))
-                self._pending = []
-            self._queue.put(None)
-            self._thread.join()
-            self._thread = None
-
-
-def build(lines: Iterable[bytes], out: BinaryIO, flags_out: BinaryIO, *, expected_reasons: dict[str, int] | None,
-          known_broken_families: frozenset[str] = frozenset(), prose_commands: frozenset[str] | None = None,
-          digests: bool = True) -> dict:
+def build(lines: Iterable[bytes] | BinaryIO, out: BinaryIO, flags_out: BinaryIO, *,
+          expected_reasons: dict[str, int] | None, known_broken_families: frozenset[str] = frozenset(),
+          prose_commands: frozenset[str] | None = None, digests: bool = True) -> dict:
     """Mask the flagged turns of every row; return the build report (counts and digests).
+    `lines` is an iterable of lines or a binary file (read and hashed in blocks: streams.py).
     A range of a file passes `expected_reasons=None` (its caller compares the sum) and may pass
     `digests=False` (its caller hashes the joined files; the report's digests are then empty)."""
-    base, output, flags = _Digest(hashing=digests), _Digest(out, digests), _Digest(flags_out, digests)
+    output, flags = BlockSink(out, digests), BlockSink(flags_out, digests)
+    base: Hasher | BlockSink | None = None
+    if hasattr(lines, "read"):
+        base = Hasher() if digests else None
+        stream = hashed_lines(lines, base)
+    elif digests:
+        base = BlockSink()
+        stream = _written(lines, base)
+    else:
+        stream = iter(lines)
     try:
-        return _build(lines, base, output, flags, expected_reasons, known_broken_families, prose_commands, digests)
+        report = _build(stream, output, flags, expected_reasons, known_broken_families, prose_commands)
+        output.flush()
+        flags.flush()
+        return {**report, **{f"{name}_sha256": part.hexdigest() if digests else None
+                             for name, part in (("base", base), ("output", output), ("flags", flags))},
+                "output_bytes": output.bytes}
     finally:
-        for digest in (base, output, flags):
-            digest.close()
+        for part in (base, output, flags):
+            if part is not None:
+                part.close()
 
 
-def _build(lines: Iterable[bytes], base: _Digest, output: _Digest, flags: _Digest,
-           expected_reasons: dict[str, int] | None, known_broken_families: frozenset[str],
-           prose_commands: frozenset[str] | None, digests: bool) -> dict:
+def _written(lines: Iterable[bytes], sink: BlockSink) -> Iterator[bytes]:
+    for line in lines:
+        sink.write(line)
+        yield line
+
+
+def _build(lines: Iterator[bytes], output: BlockSink, flags: BlockSink, expected_reasons: dict[str, int] | None,
+           known_broken_families: frozenset[str], prose_commands: frozenset[str] | None) -> dict:
     combinations: dict[frozenset[str], int] = {}  # each distinct reason set -> masked turns
     rows = 0
     for line in lines:
-        base.write(line)
         if not line or line.isspace():  # blank: `not line.strip()` without copying the line
             continue
         row = json.loads(line)
@@ -133,8 +105,4 @@ def _build(lines: Iterable[bytes], base: _Digest, output: _Digest, flags: _Diges
     if expected_reasons is not None and dict(sorted(reasons.items())) != dict(sorted(expected_reasons.items())):
         raise LossMaskError(f"build masked {dict(sorted(reasons.items()))} but the census counted "
                             f"{dict(sorted(expected_reasons.items()))}; the input changed or the rules differ")
-    return {"rows": rows, "masked_turns": sum(combinations.values()), "reasons": dict(sorted(reasons.items())),
-            **{f"{name}_sha256": digest.hexdigest() if digests else None
-               for name, digest in (("base", base), ("output", output), ("flags", flags))},
-            "output_bytes": output.bytes}
-
+    return {"rows": rows, "masked_turns": sum(combinations.values()), "reasons": dict(sorted(reasons.items()))}
