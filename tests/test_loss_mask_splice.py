@@ -55,6 +55,9 @@ def test_a_line_json_dumps_would_not_write_keeps_every_byte_but_the_insertions()
         # a duplicate key: json.loads keeps the last, and so must the mask
         b'{"messages": [{"role": "user"}], "row_id": "r1", "messages": [{"role": "user", "content": "x"}, '
         b'{"role": "assistant", "content": "\\u007b]"}]}\r\n',
+        # ... also when the first array is longer than the masked index (its scan may not stop early)
+        b'{"messages": [{"role": "user"}, {"role": "user"}, {"role": "user"}], "row_id": "r1", "messages": '
+        b'[{"role": "user", "content": "x"}, {"role": "assistant", "content": "{]"}]}',
         '{"row_id": "r1", "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "{]"}]}'
         .encode("utf-8-sig"),
     ]
@@ -70,4 +73,4 @@ def test_a_line_whose_messages_cannot_be_located_raises_naming_the_row():
     with pytest.raises(LossMaskError, match="row 'r9'.*1 found, 2 parsed"):
         mask_in_place(b'{"row_id": "r9", "messages": [{"role": "user"}]}', [0], 2, "r9", KEY)
     with pytest.raises(LossMaskError, match="row 'r9'.*none found"):
-        mask_in_place(b'{"row_id": "r9", "messages": [{"role": "user"}, "x"]}', [0], 2, "r9", KEY)
+        mask_in_place(b'{"row_id": "r9", "messages": [{"role": "user"}, "x"]}', [0, 1], 2, "r9", KEY)

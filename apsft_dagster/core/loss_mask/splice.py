@@ -12,65 +12,81 @@ structure does not match the parsed row raises instead of guessing.
 from __future__ import annotations
 
 import json
-from json.decoder import WHITESPACE, JSONDecoder, scanstring
+import re
+from json.decoder import JSONDecoder, scanstring
 
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 
 _SCAN = JSONDecoder().scan_once  # (value, index after it) of the JSON value at an index, in C
+_WS = re.compile(r"[ \t\n\r]*")
+_COLON = re.compile(r"[ \t\n\r]*:([ \t\n\r]*)")  # after a key; group 1: the space a writer put after ':'
+_NEXT = re.compile(r"[ \t\n\r]*([,\]}])[ \t\n\r]*")  # after a value: the separator or the closing bracket
 
 
-def _skip(text: str, i: int) -> int:
-    return WHITESPACE.match(text, i).end()
-
-
-def message_ends(text: str) -> tuple[list[int] | None, bool]:
-    """(index of the closing brace of each element of the row's top-level `messages` array,
-    whether the row's first key is followed by `": "` rather than a bare colon); the indices are
-    None when the row has no such array or an element is not an object."""
-    i = _skip(text, 0)
+def message_ends(text: str, upto: int | None = None) -> tuple[list[int] | None, bool, bool]:
+    """(index of the closing brace of each element of the row's top-level `messages` array, whether
+    the row's keys are followed by `": "` rather than a bare colon, whether the list is the whole
+    array); the indices are None when the row has no such array or an element is not an object.
+    With `upto`, the scan may stop after element `upto` when no later `messages` key can follow
+    (json.loads keeps the last): the elements after the last masked one need no second parse."""
+    i = _WS.match(text).end()
     if text[i:i + 1] != "{":
-        return None, True
-    i, found, spaced = _skip(text, i + 1), None, None
+        return None, True, True
+    i, found, spaced, whole = _WS.match(text, i + 1).end(), None, None, True
     while text[i:i + 1] == '"':
         key, i = scanstring(text, i + 1)
-        colon = _skip(text, i)
+        colon = _COLON.match(text, i)
         if spaced is None:
-            spaced = text[colon + 1:colon + 2] == " "
-        i = _skip(text, colon + 1)
+            spaced = bool(colon.group(1))
+        i = colon.end()
         if key == "messages" and text[i:i + 1] == "[":
-            found, i = _elements(text, i)
+            start = i
+            found, i, whole = _elements(text, start, upto)
+            if text.find('"messages"', i) < 0 and text.find("\\u", i) < 0:
+                break  # this is the last `messages` key
+            if not whole:  # another may follow: this array is read to its end after all
+                found, i, whole = _elements(text, start, None)
         else:
-            _, i = _SCAN(text, i)
-        i = _skip(text, i)
-        if text[i:i + 1] != ",":
+            i = _SCAN(text, i)[1]
+        after = _NEXT.match(text, i)
+        if after.group(1) != ",":
             break
-        i = _skip(text, i + 1)
-    return found, bool(spaced)
+        i = after.end()
+    return found, bool(spaced), whole
 
 
-def _elements(text: str, i: int) -> tuple[list[int] | None, int]:
+def _elements(text: str, i: int, upto: int | None) -> tuple[list[int] | None, int, bool]:
     """The closing-brace index of each element of the array at i (None if one is not an object),
-    and the index after the array."""
+    the index after the last element read, and whether that was the array's end."""
     ends: list[int] | None = []
-    i = _skip(text, i + 1)
-    while text[i:i + 1] != "]":
-        objects = text[i:i + 1] == "{"
-        _, i = _SCAN(text, i)
+    i = _WS.match(text, i + 1).end()
+    if text[i:i + 1] == "]":
+        return ends, i + 1, True
+    k = 0
+    while True:
+        is_object = text[i] == "{"
+        i = _SCAN(text, i)[1]
         if ends is not None:
-            ends = ends + [i - 1] if objects else None
-        i = _skip(text, i)
-        if text[i:i + 1] == ",":
-            i = _skip(text, i + 1)
-    return ends, i + 1
+            if is_object:
+                ends.append(i - 1)
+            else:
+                ends = None
+        after = _NEXT.match(text, i)
+        if after.group(1) != ",":
+            return ends, after.end(), True
+        if k == upto and ends is not None:
+            return ends, i, False
+        i, k = after.end(), k + 1
 
 
 def mask_in_place(line: bytes, indices: list[int], message_count: int, row_id: str, key: str) -> bytes:
     """The line with `"<key>": 0` added as the last member of each message in `indices` (sorted),
     spaced like the row's own members (`, "k": 0` after `"a": 1`, `,"k":0` after `"a":1`)."""
-    encoding = json.detect_encoding(line)  # as json.loads decoded it
+    # as json.loads decoded it (a line that opens with "{" and no NUL is UTF-8, without the look-up)
+    encoding = "utf-8" if line[:1] == b"{" and line[1:2] != b"\x00" else json.detect_encoding(line)
     text = line.decode(encoding)
-    ends, spaced = message_ends(text)
-    if ends is None or len(ends) != message_count:
+    ends, spaced, whole = message_ends(text, indices[-1])
+    if ends is None or (len(ends) != message_count if whole else len(ends) <= indices[-1]):
         raise LossMaskError(f"row {row_id!r}: the line's messages array could not be located in its text "
                             f"({'none' if ends is None else len(ends)} found, {message_count} parsed); report this row")
     insert = f', "{key}": 0' if spaced else f',"{key}":0'
