@@ -35,7 +35,9 @@ def test_build_masks_the_planted_turns_only_and_verifies(built):
         masked = {i for i, m in enumerate(json.loads(line_out)["messages"]) if m.get("step_loss_mask") == 0}
         assert masked == set(truth.flags), row["row_id"]
     assert report["masked_turns"] == sum(len(t.flags) for _, t in pairs)
-    assert verify(base, out, flags) == {"rows": 400, "masked_turns": report["masked_turns"]}
+    touched = sum(1 for _, t in pairs if t.flags)
+    assert verify(base, out, flags) == {"rows": 400, "masked_turns": report["masked_turns"],
+                                        "rows_byte_identical": 400 - touched, "rows_masked_in_place": touched}
 
 
 def test_build_refuses_counts_that_differ_from_the_census(built):
@@ -48,6 +50,20 @@ def _rewrite(path, edit):
     rows = [json.loads(line) for line in path.read_bytes().splitlines()]
     rows = edit(rows)
     path.write_bytes(b"".join(json.dumps(r).encode() + b"\n" for r in rows))
+
+
+def test_verify_catches_a_row_whose_bytes_changed_though_it_parses_the_same(built):
+    pairs, base, out, flags, _ = built
+    original = out.read_bytes().splitlines(keepends=True)
+    for touched in (False, True):  # an untouched row re-spaced; a masked row with a \u escape for one letter
+        k, (row, _) = next((k, p) for k, p in enumerate(pairs) if bool(p[1].flags) == touched)
+        lines = list(original)
+        lines[k] = (json.dumps(json.loads(lines[k]), separators=(",", ":")).encode() + b"\n" if not touched
+                    else lines[k].replace(b'"role"', b'"r\\u006fle"', 1))
+        assert json.loads(lines[k]) == json.loads(original[k])
+        out.write_bytes(b"".join(lines))
+        with pytest.raises(VerifyError, match=f"row '{row['row_id']}': its bytes differ from the input line"):
+            verify(base, out, flags)
 
 
 def test_verify_catches_a_changed_field_a_dropped_row_and_a_mask_on_a_user_turn(built):

@@ -2,7 +2,9 @@
 what the flags say. Written apart from the build, so a bug in one is not repeated in the other.
 
 Checks, row by row in lockstep: the same row ids in the same order; the base carries no mask of
-its own; the output row equals its input row once the mask keys are removed; every mask sits on
+its own; the output row equals its input row once the mask keys are removed, and in bytes: an
+untouched row is its input line, a masked row is its input line plus one `"step_loss_mask": 0`
+member per mask and not one other byte; every mask sits on
 an assistant message listed in the flags with the recorded content digest, and every flag is
 used; a false-claim mask sits on the row's last assistant message of a trusted failure.
 """
@@ -23,11 +25,26 @@ class VerifyError(LossMaskError):
     """The built file differs from what the flags and the base allow (names the row)."""
 
 
+# The member a mask adds, as spelt in a row written with ", "/": " separators or compactly.
+_MEMBERS = (b', "step_loss_mask": 0', b',"step_loss_mask":0')
+
+
 def _rows(path: Path):
+    """(line without its line end, parsed row) for each non-blank line."""
     with open(path, "rb") as handle:
         for line in handle:
             if line.strip():
-                yield json.loads(line)
+                yield line.rstrip(b"\r\n"), json.loads(line)
+
+
+def _bytes_match(before: bytes, after: bytes, masks: int) -> bool:
+    """After is before with exactly `masks` mask members added (nothing else differs)."""
+    if not masks:
+        return after == before
+    for member in _MEMBERS:
+        if after.count(member) - before.count(member) == masks:
+            return after.replace(member, b"") == before.replace(member, b"")
+    return False
 
 
 def _strip(row: dict) -> dict:
@@ -43,13 +60,15 @@ def _trusted_failure(verifier: dict, known_broken: frozenset[str]) -> bool:
 def verify(base: Path, output: Path, flags: Path, *, known_broken_families: frozenset[str] = frozenset()) -> dict:
     """Every check above; raises VerifyError naming the first row that fails, else the counts."""
     listed: dict[tuple[str, int], dict] = {}
-    for flag in _rows(flags):
+    for _, flag in _rows(flags):
         listed[(flag["row_id"], flag["message_index"])] = flag
-    used, rows = 0, 0
-    for before, after in itertools.zip_longest(_rows(base), _rows(output)):
-        if before is None or after is None:
-            missing = "output" if after is None else "base"
-            raise VerifyError(f"row {(before or after)['row_id']!r}: no counterpart in the {missing} (row counts differ)")
+    used, rows, spliced = 0, 0, 0
+    for pair_before, pair_after in itertools.zip_longest(_rows(base), _rows(output)):
+        if pair_before is None or pair_after is None:
+            missing = "output" if pair_after is None else "base"
+            row = (pair_before or pair_after)[1]
+            raise VerifyError(f"row {row['row_id']!r}: no counterpart in the {missing} (row counts differ)")
+        (line_before, before), (line_after, after) = pair_before, pair_after
         rid = before["row_id"]
         if after.get("row_id") != rid:
             raise VerifyError(f"row {rid!r}: the output has {after.get('row_id')!r} at this position")
@@ -57,6 +76,11 @@ def verify(base: Path, output: Path, flags: Path, *, known_broken_families: froz
             raise VerifyError(f"row {rid!r}: the base already carries {MASK_KEY}")
         if _strip(after) != before:
             raise VerifyError(f"row {rid!r}: differs from its input beyond {MASK_KEY}")
+        masks = sum(MASK_KEY in m for m in after["messages"])
+        if not _bytes_match(line_before, line_after, masks):
+            raise VerifyError(f"row {rid!r}: its bytes differ from the input line beyond the {masks} added "
+                              f"{MASK_KEY} member(s)")
+        spliced += bool(masks)
         assistants = [i for i, m in enumerate(after["messages"]) if m.get("role") == "assistant"]
         for i, message in enumerate(after["messages"]):
             if MASK_KEY not in message:
@@ -74,4 +98,4 @@ def verify(base: Path, output: Path, flags: Path, *, known_broken_families: froz
         rows += 1
     if used != len(listed):
         raise VerifyError(f"{len(listed) - used} flags name turns the output does not mask")
-    return {"rows": rows, "masked_turns": used}
+    return {"rows": rows, "masked_turns": used, "rows_byte_identical": rows - spliced, "rows_masked_in_place": spliced}
