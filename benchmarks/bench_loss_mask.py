@@ -38,7 +38,7 @@ class Sink(io.RawIOBase):
     def writable(self): return True
     def write(self, b): return len(b)
 start = time.perf_counter()
-with open(path, "rb") as f:
+with open(path, "rb", buffering=1 << 20) as f:  # every step reads through the same 1 MiB buffer
     if kind == "parse":
         n = sum(1 for line in f if json.loads(line))
         out = {"rows": n}

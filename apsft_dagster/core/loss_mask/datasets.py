@@ -13,6 +13,7 @@ from pathlib import Path
 from apsft_dagster.core import names
 from apsft_dagster.core.layout import lm_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
+from apsft_dagster.core.loss_mask.streams import LINE_BUFFER
 from apsft_dagster.core.store import Store, sha256_file
 
 SOURCE = "source.json"
@@ -58,7 +59,7 @@ class HashingLines:
         self.record, self.hash = record, hashlib.sha256()
 
     def __iter__(self) -> Iterator[bytes]:
-        with open(self.record["path"], "rb") as handle:
+        with open(self.record["path"], "rb", buffering=LINE_BUFFER) as handle:
             for line in handle:
                 self.hash.update(line)
                 yield line

@@ -17,6 +17,7 @@ from typing import BinaryIO
 from apsft_dagster.core.loss_mask.build import build
 from apsft_dagster.core.loss_mask.census import census, merge_census
 from apsft_dagster.core.loss_mask.rules import LossMaskError
+from apsft_dagster.core.loss_mask.streams import LINE_BUFFER
 from apsft_dagster.core.store import sha256_file
 
 CHUNK = 1 << 22
@@ -54,7 +55,7 @@ def _newlines(handle: BinaryIO, start: int, stop: int) -> int:
 def lines_in(path: Path, start: int, stop: int) -> Iterator[bytes]:
     """The lines that start in [start, stop); ranges are cut at line starts, so they end at stop."""
     left = stop - start
-    with open(path, "rb") as handle:
+    with open(path, "rb", buffering=LINE_BUFFER) as handle:
         handle.seek(start)
         for line in handle:  # the file's own line iterator: no tell() per line
             if left <= 0:
@@ -76,7 +77,7 @@ def census_file(path: str | Path, *, workers: int = 1, **rules) -> dict:
     path = Path(path)
     rules.setdefault("source_name", str(path))
     if workers <= 1:
-        with open(path, "rb") as handle:
+        with open(path, "rb", buffering=LINE_BUFFER) as handle:
             return census(handle, **rules)
     ranges = line_ranges(path, workers)
     with _pool(workers) as pool:

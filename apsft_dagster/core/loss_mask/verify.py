@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from apsft_dagster.core.loss_mask.rules import LossMaskError
+from apsft_dagster.core.loss_mask.streams import LINE_BUFFER
 
 MASK_KEY = "step_loss_mask"
 
@@ -31,7 +32,7 @@ _MEMBERS = (b', "step_loss_mask": 0', b',"step_loss_mask":0')
 
 def _rows(path: Path):
     """(line without its line end, parsed row) for each non-blank line."""
-    with open(path, "rb") as handle:
+    with open(path, "rb", buffering=LINE_BUFFER) as handle:
         for line in handle:
             if line.strip():
                 yield line.rstrip(b"\r\n"), json.loads(line)
