@@ -96,3 +96,20 @@ def test_smoke_base_model_records_the_cache_and_keeps_relative_paths_and_modes(s
     modes = {p.name: p.stat().st_mode & 0o777 for p in store.path(BASE_MODEL_DIR).iterdir()}
     assert set(modes.values()) == {0o644}, modes
     assert ENTRY not in modes
+
+
+def test_the_committed_seed_is_the_smoke_profile_current_model(smoke_run):
+    """tests/model_seed holds the smoke model under its current key, intact, and the smoke run's
+    model is byte for byte that entry (the seed is a cache of this code's build, nothing else)."""
+    from conftest import MODEL_SEED
+
+    from apsft_dagster.core.embedded.cache import _read_entry, profile_key
+
+    key = profile_key(load_config("smoke"))
+    assert sorted(p.name for p in MODEL_SEED.iterdir()) == [key], (
+        "the smoke model's cache key moved (build code, the smoke config's model sections or a library version "
+        "changed): run `.venv/bin/python scripts/refresh_model_seed.py` and commit tests/model_seed")
+    assert _read_entry(MODEL_SEED / key, print) is not None
+    _, store = smoke_run
+    seeded = {k: v for k, v in dir_digests(MODEL_SEED / key).items() if k != ENTRY}
+    assert dir_digests(store.path(BASE_MODEL_DIR)) == seeded

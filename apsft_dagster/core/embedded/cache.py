@@ -65,6 +65,34 @@ def cache_key(config: Config, catalog_prompts: Collection[str]) -> str:
     return hashlib.sha256(canonical_json(inputs)).hexdigest()
 
 
+def profile_key(config: Config) -> str:
+    """The cache key of a profile's embedded model from its config alone (the catalog is rebuilt,
+    as the task_catalog asset builds it)."""
+    from apsft_dagster.core.tasks.splits import build_catalog
+
+    return cache_key(config, build_catalog(config)["prompt"].to_list())
+
+
+def seed_cache(seeds: Path, folder: Path | None = None) -> list[str]:
+    """Copy the entries under `seeds` (folders named by key, as `build_entry` writes them) into the
+    cache where it lacks them; return the keys copied. Entries are verified when read, like any."""
+    folder = cache_dir() if folder is None else folder
+    if folder is None or not seeds.is_dir():
+        return []
+    copied = []
+    for entry in sorted(p for p in seeds.iterdir() if (p / ENTRY).is_file()):
+        target = folder / entry.name
+        if (target / ENTRY).is_file():
+            continue
+        tmp = target.with_name(f".{entry.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        shutil.copytree(entry, tmp)
+        shutil.rmtree(target, ignore_errors=True)
+        os.replace(tmp, target)
+        copied.append(entry.name)
+    return copied
+
+
 def embedded_model(config: Config, catalog_prompts: Collection[str], out_dir: Path,
                    log: Callable[[str], None]) -> dict:
     """Fill `out_dir` with the embedded model (from the cache on a hit, else by building it) and
@@ -79,7 +107,7 @@ def embedded_model(config: Config, catalog_prompts: Collection[str], out_dir: Pa
     report = _read_entry(entry, log)
     if report is None:
         log(f"model cache miss ({key[:12]}): building the embedded model")
-        report = _build_entry(config, catalog_prompts, entry, log)
+        report = build_entry(config, catalog_prompts, entry, log)
         status = "miss"
     else:
         log(f"model cache hit ({key[:12]}): {entry}")
@@ -103,7 +131,7 @@ def _read_entry(entry: Path, log: Callable[[str], None]) -> dict | None:
     return recorded["report"]
 
 
-def _build_entry(config: Config, catalog_prompts: Collection[str], entry: Path,
+def build_entry(config: Config, catalog_prompts: Collection[str], entry: Path,
                  log: Callable[[str], None]) -> dict:
     """Build into a temp sibling and rename it into place, so a killed build leaves no entry."""
     tmp = entry.with_name(f".{entry.name}.tmp-{os.getpid()}")
