@@ -71,7 +71,7 @@ def dagster_home(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_child_process_run_belongs_to_the_ui_code_location(dagster_home):
-    """The in-process path is proven against the real webserver by test_ui (the CLI's runs)."""
+    """The in-process path is proven against the real webserver by test_ui_browser (the CLI's runs)."""
     from apsft_dagster.definitions import defs
 
     origin = workspace_origin()

@@ -1,22 +1,34 @@
-"""The Dagster UI in a real browser, over the session's finished smoke run plus one tampered rerun.
+"""`apsft ui` and the Dagster UI in a real browser, over the session's finished smoke run plus one
+tampered rerun (one `dagster dev` start-up for all of it).
 
 What a person sees: every asset group in the lineage, `trace_bank`'s partitions and their status,
 a check that passed and then failed (a score shard changed after it was written), and the audit
-table of `audit_fallback_gaps`. APSFT_SAVE_SCREENSHOTS=1 writes the README's screenshots into
-docs/screenshots/; otherwise they go to the test's tmp folder.
+table of `audit_fallback_gaps`; what the server shows a client: the headless runs under their job
+and code location; and that SIGTERM to `apsft ui` ends every process it started.
+APSFT_SAVE_SCREENSHOTS=1 writes the README's screenshots into docs/screenshots/; otherwise they
+go to the test's tmp folder.
 """
 
+import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+import urllib.request
 
 import pytest
 
-from apsft_dagster.core.config import PROJECT_ROOT
-from browser import Page, chromium, listening_addresses, served_ui
+from browser import Page, alive, chromium, listening_addresses, served_ui
 
+from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.stages import STAGES
+
+JOB_RUNS = """{ pipelineOrError(params: {pipelineName: "tasks_and_model_job", repositoryName: "__repository__",
+  repositoryLocationName: "apsft_dagster.definitions"}) { ... on Pipeline { runs { runId } } ... on PythonError { message } } }"""
+TIMELINE = """{ runsOrError { ... on Runs { results { runId repositoryOrigin { repositoryLocationName } } } } }"""
 TAMPERED_STAGE = "score_bank_index_job"  # the cheapest stage whose blocking check reads every score shard
 CHECKED = "score_bank_index"
 
@@ -115,14 +127,51 @@ def _sees_the_audit_table(page: Page, store) -> None:
     page.screenshot("audit_fallback_gaps", element=table)
 
 
+def _graphql(port: int, query: str) -> dict:
+    request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
+                                     headers={"Content-Type": "application/json"})
+    return json.loads(urllib.request.urlopen(request, timeout=10).read())["data"]
+
+
+def _shows_headless_runs_under_their_job_and_location(port: int, cli_proc) -> None:
+    """The Jobs page's data: the headless `apsft run` runs belong to the UI's code location."""
+    runs, deadline = None, time.monotonic() + 60
+    while runs is None and time.monotonic() < deadline:  # the code location loads after the server starts
+        found = _graphql(port, JOB_RUNS)["pipelineOrError"] or {}
+        if "runs" in found:
+            runs = found["runs"]
+        else:
+            time.sleep(1)
+    assert runs is not None and len(runs) == 1  # the Jobs page lists the headless run under its job
+    timeline = _graphql(port, TIMELINE)["runsOrError"]["results"]
+    ran = [line for line in cli_proc.stdout.splitlines() if line.split()[:1] and line.split()[0].endswith("_job")
+           and line.split()[1] == "ok"]  # every stage that ran (a skipped stage starts no run)
+    assert len(ran) <= len(STAGES)
+    origins = [r["repositoryOrigin"]["repositoryLocationName"] for r in timeline]
+    assert origins == ["apsft_dagster.definitions"] * (len(ran) + 1)  # + the tampered rerun
+
+
 @pytest.mark.slow
 def test_a_person_sees_every_group_the_partitions_a_passed_then_failed_check_and_an_audit_table(
         cli_run, tampered_state, tmp_path):
+    """Also `apsft ui` itself: loopback only, telemetry off, headless runs under their job, and
+    SIGTERM to it (as a service manager sends) ends the webserver, daemon and code servers."""
     state, shard = tampered_state
-    with chromium() as driver, served_ui(state) as (port, _):  # the browser first: a missing one fails at once
+    with chromium() as driver, served_ui(state) as (port, proc):  # the browser first: a missing one fails at once
         assert listening_addresses(port) == {"127.0.0.1"}  # `apsft ui` binds loopback unless told otherwise
+        body = urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=10).read()
+        assert b"dagster_webserver_version" in body
+        assert "enabled: false" in (state / "dagster_home" / "dagster.yaml").read_text()  # telemetry off
         page = Page(driver, port, _screenshots(tmp_path))
         _sees_every_group_in_the_lineage(page)
         _sees_trace_bank_partitions_materialized(page)
         _sees_a_check_pass_then_fail(page, shard)
         _sees_the_audit_table(page, cli_run[1])
+        _shows_headless_runs_under_their_job_and_location(port, cli_run[0])
+        assert alive(port)
+        proc.send_signal(signal.SIGTERM)  # to `apsft ui` alone, as a service manager would
+        proc.wait(timeout=60)
+        deadline = time.monotonic() + 10
+        while alive(port) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not alive(port)  # webserver, daemon and code servers all gone
