@@ -90,19 +90,28 @@ def _build_range(path: str, start: int, stop: int, folder: str, k: int, rules: d
         return build(lines_in(Path(path), start, stop), out, flags, expected_reasons=None, digests=False, **rules)
 
 
+PARTS_PER_WORKER = 4  # the build's ranges per worker: the parent joins a finished part while later ones run
+
+
 def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected_reasons: dict[str, int],
                workers: int = 1, **rules) -> dict:
-    """build() of the whole file, its ranges masked in `workers` processes and joined in order."""
+    """build() of the whole file, its ranges masked in `workers` processes and joined in order.
+    The file is cut into more ranges than workers, so the parent's own work (the base's SHA-256,
+    then copying and hashing each finished part) overlaps the masking of the parts after it."""
     path = Path(path)
     if workers <= 1:
         with open(path, "rb") as handle:
             return build(handle, out, flags_out, expected_reasons=expected_reasons, **rules)
-    ranges = line_ranges(path, workers)
+    ranges = line_ranges(path, workers * PARTS_PER_WORKER)
+    output, flags = _Joined(out), _Joined(flags_out)
     with tempfile.TemporaryDirectory(prefix="lm-build-") as folder, _pool(workers) as pool:
         running = [pool.submit(_build_range, str(path), a, b, folder, k, rules) for k, (a, b, _) in enumerate(ranges)]
         base_sha256 = sha256_file(path)  # while the workers mask: the parent is otherwise idle
-        parts = [job.result() for job in running]
-        output, flags = _join(folder, "out", len(ranges), out), _join(folder, "flags", len(ranges), flags_out)
+        parts = []
+        for k, job in enumerate(running):  # in order, each as soon as it is done
+            parts.append(job.result())
+            output.add(Path(folder) / f"{k}.out")
+            flags.add(Path(folder) / f"{k}.flags")
     reasons: dict[str, int] = {}
     for part in parts:
         for reason, n in part["reasons"].items():
@@ -112,16 +121,20 @@ def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected
         raise LossMaskError(f"build masked {reasons} but the census counted {dict(sorted(expected_reasons.items()))}; "
                             "the input changed or the rules differ")
     return {"rows": sum(p["rows"] for p in parts), "masked_turns": sum(p["masked_turns"] for p in parts),
-            "reasons": reasons, "base_sha256": base_sha256, "output_sha256": output[0],
-            "flags_sha256": flags[0], "output_bytes": output[1]}
+            "reasons": reasons, "base_sha256": base_sha256, "output_sha256": output.digest.hexdigest(),
+            "flags_sha256": flags.digest.hexdigest(), "output_bytes": output.size}
 
 
-def _join(folder: str, kind: str, parts: int, sink: BinaryIO) -> tuple[str, int]:
-    digest, size = hashlib.sha256(), 0
-    for k in range(parts):
-        with open(Path(folder) / f"{k}.{kind}", "rb") as part:
-            while chunk := part.read(CHUNK):
-                digest.update(chunk)
-                size += len(chunk)
-                sink.write(chunk)
-    return digest.hexdigest(), size
+class _Joined:
+    """Part files appended to a sink in order, hashed as they pass; each part deleted once copied."""
+
+    def __init__(self, sink: BinaryIO):
+        self.sink, self.digest, self.size = sink, hashlib.sha256(), 0
+
+    def add(self, part: Path) -> None:
+        with open(part, "rb") as handle:
+            while chunk := handle.read(CHUNK):
+                self.digest.update(chunk)
+                self.size += len(chunk)
+                self.sink.write(chunk)
+        part.unlink()
