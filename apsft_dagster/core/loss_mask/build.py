@@ -18,7 +18,7 @@ from typing import BinaryIO
 
 from apsft_dagster.core.loss_mask.rules import LossMaskError, flag_row
 from apsft_dagster.core.loss_mask.splice import mask_in_place
-from apsft_dagster.core.loss_mask.streams import BlockSink, Hasher, hashed_lines
+from apsft_dagster.core.loss_mask.streams import BlockSink, Hasher, HashThread, hashed_lines
 
 MASK_KEY = "step_loss_mask"
 
@@ -48,13 +48,14 @@ def build(lines: Iterable[bytes] | BinaryIO, out: BinaryIO, flags_out: BinaryIO,
     `lines` is an iterable of lines or a binary file (read and hashed in blocks: streams.py).
     A range of a file passes `expected_reasons=None` (its caller compares the sum) and may pass
     `digests=False` (its caller hashes the joined files; the report's digests are then empty)."""
-    output, flags = BlockSink(out, digests), BlockSink(flags_out, digests)
+    thread = HashThread() if digests else None
+    output, flags = BlockSink(out, digests, thread), BlockSink(flags_out, digests, thread)
     base: Hasher | BlockSink | None = None
     if hasattr(lines, "read"):
-        base = Hasher() if digests else None
+        base = Hasher(thread) if digests else None
         stream = hashed_lines(lines, base)
     elif digests:
-        base = BlockSink()
+        base = BlockSink(thread=thread)
         stream = _written(lines, base)
     else:
         stream = iter(lines)
@@ -66,9 +67,8 @@ def build(lines: Iterable[bytes] | BinaryIO, out: BinaryIO, flags_out: BinaryIO,
                              for name, part in (("base", base), ("output", output), ("flags", flags))},
                 "output_bytes": output.bytes}
     finally:
-        for part in (base, output, flags):
-            if part is not None:
-                part.close()
+        if thread is not None:
+            thread.close()
 
 
 def _written(lines: Iterable[bytes], sink: BlockSink) -> Iterator[bytes]:

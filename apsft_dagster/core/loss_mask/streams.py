@@ -1,10 +1,11 @@
 """The build's byte streams, hashed off its thread: a file read in 4 MiB blocks whose lines are
 yielded while the blocks are hashed, and a sink that writes and hashes in 1 MiB blocks.
 
-SHA-256 runs on a thread per stream: hashlib releases the GIL while it hashes a large buffer, so
-the build's own thread only hands blocks over (a bounded queue, so memory stays flat however far
-a hash falls behind). Whole blocks keep the hand-overs rare: a thread that had to win the GIL
-back for every line would wait most of its time.
+SHA-256 runs on one thread shared by a build's streams: hashlib releases the GIL while it hashes
+a large buffer, so the build's own thread only hands blocks over (a bounded queue, so memory stays
+flat however far the hashing falls behind). Whole blocks keep the hand-overs rare: a thread that
+had to win the GIL back for every line would wait most of its time. One thread, not one per
+stream: with two cores, a third runnable thread only takes time from the build's.
 """
 
 from __future__ import annotations
@@ -23,21 +24,31 @@ LINE_BUFFER = 1 << 20
 WRITE_BLOCK = 1 << 20
 
 
-class Hasher:
-    """SHA-256 of the blocks `put` in order, computed on a thread; `hexdigest()` waits for it."""
+class HashThread:
+    """One thread that applies queued (hash, block) updates in order; the streams of one build
+    share it, so hashing never takes more than the one core the build's own thread leaves free."""
 
     def __init__(self):
-        self._hash = hashlib.sha256()
-        self._queue: queue.Queue[bytes | None] = queue.Queue(maxsize=4)
+        self._queue: queue.Queue = queue.Queue(maxsize=8)
         self._thread: threading.Thread | None = threading.Thread(target=self._run, name="lm-sha256", daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
-        while (block := self._queue.get()) is not None:
-            self._hash.update(block)
+        while (item := self._queue.get()) is not None:
+            digest, block = item
+            if block is None:
+                digest.set()  # a drain marker: every update queued before it is done
+            else:
+                digest.update(block)
 
-    def put(self, block: bytes) -> None:
-        self._queue.put(block)
+    def put(self, digest, block: bytes) -> None:
+        self._queue.put((digest, block))
+
+    def drain(self) -> None:
+        if self._thread is not None:
+            done = threading.Event()
+            self._queue.put((done, None))
+            done.wait()
 
     def close(self) -> None:
         if self._thread is not None:
@@ -45,8 +56,25 @@ class Hasher:
             self._thread.join()
             self._thread = None
 
+
+class Hasher:
+    """SHA-256 of the blocks `put` in order, computed on a HashThread (its own unless one is
+    given to share); `hexdigest()` waits for the blocks queued so far."""
+
+    def __init__(self, thread: HashThread | None = None):
+        self._hash = hashlib.sha256()
+        self._own = thread is None
+        self._thread = HashThread() if thread is None else thread
+
+    def put(self, block: bytes) -> None:
+        self._thread.put(self._hash, block)
+
+    def close(self) -> None:
+        if self._own:
+            self._thread.close()
+
     def hexdigest(self) -> str:
-        self.close()
+        self._thread.drain()
         return self._hash.hexdigest()
 
 
@@ -77,9 +105,9 @@ def hashed_lines(handle: BinaryIO, hasher: Hasher | None) -> Iterator[bytes]:
 class BlockSink:
     """Writes to a binary file (or nowhere) and hashes, both in blocks of about 1 MiB."""
 
-    def __init__(self, sink: BinaryIO | None = None, hashing: bool = True):
+    def __init__(self, sink: BinaryIO | None = None, hashing: bool = True, thread: HashThread | None = None):
         self.sink, self.bytes = sink, 0
-        self.hasher = Hasher() if hashing else None
+        self.hasher = Hasher(thread) if hashing else None
         self._pending: list[bytes] = []
         self._size = 0
 
