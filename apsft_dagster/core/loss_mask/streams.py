@@ -74,7 +74,11 @@ class Hasher:
             self._thread.close()
 
     def hexdigest(self) -> str:
-        self._thread.drain()
+        """The digest of every block put so far (a thread of its own is closed: put nothing more)."""
+        if self._own:
+            self.close()
+        else:
+            self._thread.drain()
         return self._hash.hexdigest()
 
 
