@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 HARNESSES = ("terminus2", "mini_swe", "tool_calling")
@@ -69,9 +69,14 @@ def planted_rows(n: int, seed: int) -> Iterator[tuple[dict, Truth]]:
         yield row, truth
 
 
-def _conversation(rng: random.Random, turns: list[tuple[dict, frozenset[str], str | None]]) -> tuple[list, Truth]:
-    """system + user, then the assistant turns, each but the last answered by an observation."""
-    messages, truth = [{"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Fix the bug."}], Truth()
+OPENING = ({"role": "system", "content": "You are an agent."}, {"role": "user", "content": "Fix the bug."})
+
+
+def _conversation(turns: list[tuple[dict, frozenset[str], str | None]], observe: Callable[[dict], dict],
+                  opening: tuple[dict, ...] = OPENING) -> tuple[list, Truth]:
+    """The opening messages, then the assistant turns (message, reasons, left-alone label), each
+    but the last answered by `observe(message)`; the truth is indexed by position in the result."""
+    messages, truth = [dict(m) for m in opening], Truth()
     for k, (message, reasons, alone) in enumerate(turns):
         index = len(messages)
         messages.append({"role": "assistant", **message})
@@ -79,10 +84,15 @@ def _conversation(rng: random.Random, turns: list[tuple[dict, frozenset[str], st
             truth.flags[index] = reasons
         if alone:
             truth.left_alone[index] = alone
-        if k < len(turns) - 1:  # the environment answers: a tool result after a call, else the user
-            role = "tool" if message.get("tool_calls") else "user"
-            messages.append({"role": role, "content": f"Observation {rng.randrange(1000)}"})
+        if k < len(turns) - 1:
+            messages.append(observe(message))
     return messages, truth
+
+
+def _observation(rng: random.Random) -> Callable[[dict], dict]:
+    """The environment's short answer: a tool result after a call, else the user."""
+    return lambda message: {"role": "tool" if message.get("tool_calls") else "user",
+                            "content": f"Observation {rng.randrange(1000)}"}
 
 
 def _verifier(rng: random.Random, trusted_failure: bool) -> dict:
@@ -107,7 +117,7 @@ def _terminus(rng: random.Random) -> tuple[dict, Truth]:
         turns.append(({"content": last}, frozenset(), "false_claim_with_command" if trusted else None))
     else:
         turns.append(({"content": json.dumps(_action(RUN))}, frozenset(), None))
-    messages, truth = _conversation(rng, turns)
+    messages, truth = _conversation(turns, _observation(rng))
     return {"messages": messages, "verifier": _verifier(rng, trusted)}, truth
 
 
@@ -115,7 +125,7 @@ def _mini_swe(rng: random.Random) -> tuple[dict, Truth]:
     turns = [({"content": c}, r, a) for c, r, a in rng.sample(MINI_SWE_TURNS, rng.randint(1, 4))]
     if rng.random() < 0.2:
         turns.append(({"content": "  \n "}, frozenset({"stall"}), None))  # whitespace, no tool calls
-    messages, truth = _conversation(rng, turns)
+    messages, truth = _conversation(turns, _observation(rng))
     return {"messages": messages, "verifier": _verifier(rng, False)}, truth
 
 
@@ -137,7 +147,7 @@ TOOL_TURNS = [
 
 def _tool_calling(rng: random.Random) -> tuple[dict, Truth]:
     turns = [(m, r, None) for m, r in rng.sample(TOOL_TURNS, rng.randint(1, 3))]
-    messages, truth = _conversation(rng, turns)
+    messages, truth = _conversation(turns, _observation(rng))
     return {"messages": messages, "tools": TOOLS, "verifier": _verifier(rng, False)}, truth
 
 

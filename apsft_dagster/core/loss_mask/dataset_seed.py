@@ -63,25 +63,16 @@ def seed_shaped_rows(n: int, seed: int, *, defect_rate: float = SEED_DEFECT_RATE
         defective = rng.random() < defect_rate
         row, truth = {"terminus2": _terminus, "mini_swe": _mini_swe, "tool_calling": _tool_calling}[harness](
             rng, pool, defective)
-        messages = [{"role": "system", "content": system}, {"role": "user", "content": pool.span(pool.prose, 300, 2000)}]
-        row["messages"] = messages + row["messages"]
+        task = pool.span(pool.prose, 300, 2000)
+        row["messages"] = [{"role": "system", "content": system}, {"role": "user", "content": task}] + row["messages"]
         truth.flags = {k + 2: v for k, v in truth.flags.items()}
         truth.left_alone = {k + 2: v for k, v in truth.left_alone.items()}
         yield {"row_id": f"row-{i:07d}", "source": rng.choice(dense.SOURCES[harness]), "harness": harness, **row}, truth
 
 
-def _trajectory(turns: list, observe) -> tuple[list, dense.Truth]:
-    """Assistant turns (message, reasons, left-alone label), each but the last answered by observe(message)."""
-    messages, truth = [], dense.Truth()
-    for k, (message, reasons, alone) in enumerate(turns):
-        if reasons:
-            truth.flags[len(messages)] = reasons
-        if alone:
-            truth.left_alone[len(messages)] = alone
-        messages.append({"role": "assistant", **message})
-        if k < len(turns) - 1:
-            messages.append(observe(message))
-    return messages, truth
+def _screen(pool: _Pool, heading: str = ""):
+    """The environment's answer to a turn: a user message holding a terminal screen."""
+    return lambda _: {"role": "user", "content": heading + pool.span(pool.terminal, 1200, 6000)}
 
 
 def _plant(rng: random.Random, clean: list, defects: list) -> list:
@@ -92,9 +83,10 @@ def _plant(rng: random.Random, clean: list, defects: list) -> list:
 
 
 def _action_turn(rng: random.Random, pool: _Pool, complete: bool | None = None) -> tuple[dict, frozenset, None]:
-    commands = [{"keystrokes": "cd /app && " + pool.span(pool.terminal, 8, 120) + "\n", "duration": rng.choice((0.1, 1.0, 5.0))}
-                for _ in range(rng.randint(1, 3))]
-    action = {"analysis": pool.span(pool.prose, 600, 3800), "plan": pool.span(pool.prose, 150, 900), "commands": commands}
+    commands = [{"keystrokes": "cd /app && " + pool.span(pool.terminal, 8, 120) + "\n",
+                 "duration": rng.choice((0.1, 1.0, 5.0))} for _ in range(rng.randint(1, 3))]
+    action = {"analysis": pool.span(pool.prose, 600, 3800), "plan": pool.span(pool.prose, 150, 900),
+              "commands": commands}
     if complete is not None:
         action["task_complete"] = complete
     return {"content": json.dumps(action)}, frozenset(), None
@@ -111,8 +103,7 @@ def _terminus(rng: random.Random, pool: _Pool, defective: bool) -> tuple[dict, d
         _plant(rng, turns, [({"content": c}, r, None) for c, r in dense.TERMINUS_TURNS if r])
     elif trusted and rng.random() < 0.01:  # the claim the rules leave alone: it carries a command
         turns[-1] = (_action_turn(rng, pool, complete=True)[0], frozenset(), "false_claim_with_command")
-    messages, truth = _trajectory(turns, lambda _: {"role": "user", "content": "New Terminal Output:\n\n"
-                                                    + pool.span(pool.terminal, 1200, 6000)})
+    messages, truth = dense._conversation(turns, _screen(pool, "New Terminal Output:\n\n"), opening=())
     return {"messages": messages, "verifier": dense._verifier(rng, trusted)}, truth
 
 
@@ -129,7 +120,7 @@ def _mini_swe(rng: random.Random, pool: _Pool, defective: bool) -> tuple[dict, d
         _plant(rng, turns, defects)
     if rng.random() < 0.3:  # an end-of-run summary with no command text: left alone
         turns.append(({"content": pool.span(pool.prose, 200, 1200)}, frozenset(), "prose_only"))
-    messages, truth = _trajectory(turns, lambda _: {"role": "user", "content": pool.span(pool.terminal, 1200, 6000)})
+    messages, truth = dense._conversation(turns, _screen(pool), opening=())
     return {"messages": messages, "verifier": dense._verifier(rng, False)}, truth
 
 
@@ -149,5 +140,5 @@ def _tool_calling(rng: random.Random, pool: _Pool, defective: bool) -> tuple[dic
         if message.get("tool_calls"):
             return {"role": "tool", "content": json.dumps({"result": pool.span(pool.terminal, 1200, 6000)})}
         return {"role": "user", "content": pool.span(pool.prose, 50, 400)}
-    messages, truth = _trajectory(turns, observe)
+    messages, truth = dense._conversation(turns, observe, opening=())
     return {"messages": messages, "tools": dense.TOOLS, "verifier": dense._verifier(rng, False)}, truth
