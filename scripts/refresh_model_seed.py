@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.embedded.cache import build_entry, profile_key
+from apsft_dagster.core.embedded.cache import build_entry, cache_key
 from apsft_dagster.core.tasks.splits import build_catalog
 
 SEEDS = Path(__file__).resolve().parents[1] / "tests" / "model_seed"
@@ -25,14 +25,17 @@ SEEDS = Path(__file__).resolve().parents[1] / "tests" / "model_seed"
 
 def main() -> int:
     config = load_config("smoke")
-    key = profile_key(config)
+    prompts = build_catalog(config)["prompt"].to_list()
+    key = cache_key(config, prompts)  # what profile_key gives, without building the catalog twice
     started = time.perf_counter()
     SEEDS.mkdir(parents=True, exist_ok=True)
     for old in SEEDS.iterdir():
         if old.name != key:
-            shutil.rmtree(old) if old.is_dir() else old.unlink()
+            if old.is_dir():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
             print(f"removed the stale seed {old.name}")
-    prompts = build_catalog(config)["prompt"].to_list()
     report = build_entry(config, prompts, SEEDS / key, lambda message: print(message, flush=True))
     print(f"seed {key[:12]}: {report['parameters']:,} parameters, final loss {report['final_loss']:.3f}, "
           f"built in {time.perf_counter() - started:.0f} s -> {SEEDS / key}")
