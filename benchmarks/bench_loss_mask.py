@@ -115,11 +115,11 @@ def main() -> None:
     parse, counted, built, parse_w, census_w, build_w = (best[k] for k in ("parse", "census", "build", "parse_w",
                                                                            "census_w", "build_w"))
     assert census_w["reasons"] == counted["reasons"] == built["reasons"] == build_w["reasons"]
-    w = f"{args.workers} workers"
+    label = f"{w} workers"
     print(f"best of {args.repeat} interleaved rounds")
     for name, r, same in (("bare parse", parse, parse), ("census", counted, parse), ("build", built, parse),
-                          (f"bare parse, {w}", parse_w, parse_w), (f"census, {w}", census_w, parse_w),
-                          (f"build, {w}", build_w, parse_w)):
+                          (f"bare parse, {label}", parse_w, parse_w), (f"census, {label}", census_w, parse_w),
+                          (f"build, {label}", build_w, parse_w)):
         print(f"{name:<22} {size / r['seconds']:7.1f} MB/s  {parse['seconds'] / r['seconds']:5.2f}x bare  "
               f"{same['seconds'] / r['seconds']:5.2f}x bare with as many workers  peak RSS {r['peak_rss_mb']:6.0f} MB")
     os.environ.get("APSFT_KEEP_BENCH_FILE") or path.unlink()

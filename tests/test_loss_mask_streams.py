@@ -24,7 +24,7 @@ def test_hashed_lines_are_the_file_lines_and_the_digest_is_the_file_digest(monke
 
 def test_the_block_sink_writes_and_hashes_every_byte_in_order(monkeypatch):
     monkeypatch.setattr(streams, "WRITE_BLOCK", 5)
-    out, sink = io.BytesIO(), None
+    out = io.BytesIO()
     parts = [b"abc", b"", b"defgh", b"i" * 12, b"j"]
     sink = BlockSink(out)
     for part in parts:

@@ -134,7 +134,3 @@ class BlockSink:
     def hexdigest(self) -> str | None:
         self.flush()
         return None if self.hasher is None else self.hasher.hexdigest()
-
-    def close(self) -> None:
-        if self.hasher is not None:
-            self.hasher.close()

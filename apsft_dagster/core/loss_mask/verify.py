@@ -27,7 +27,7 @@ class VerifyError(LossMaskError):
 
 
 # The member a mask adds, as spelt in a row written with ", "/": " separators or compactly.
-_MEMBERS = (b', "step_loss_mask": 0', b',"step_loss_mask":0')
+_MEMBERS = (f', "{MASK_KEY}": 0'.encode(), f',"{MASK_KEY}":0'.encode())
 
 
 def _rows(path: Path):
