@@ -1,0 +1,5 @@
+"""apsft: the experiment, the loss-mask curation and the RL run report on one Dagster platform."""
+
+from apsft_dagster.core.determinism import pin_cpu_kernels
+
+pin_cpu_kernels()  # before anything imports torch: its kernels read these settings once (core/determinism.py)

@@ -1,4 +1,6 @@
 import sys
+
+import apsft_dagster  # noqa: F401  first: it pins the CPU kernels before anything imports torch (core/determinism.py)
 from pathlib import Path
 
 import dagster as dg

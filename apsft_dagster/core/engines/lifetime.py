@@ -16,12 +16,16 @@ from apsft_dagster.core.errors import DeviceError
 
 
 def pin_threads(compute: Compute) -> None:
-    """Set torch's intra-op thread count from the profile. A process that never set it computes
-    other float32 bits on CPU than one that set it to the same number (seen: a LoRA adapter
-    trained after the embedded build, which sets threads, differed from one trained in a fresh
-    process), so every model-holding process sets it."""
+    """Set torch's intra-op thread count from the profile and check the pinned CPU kernels
+    (core/determinism.py). A process that never set the count computes other float32 bits on CPU
+    than one that set it to the same number (seen: a LoRA adapter trained after the embedded
+    build, which sets threads, differed from one trained in a fresh process), so every
+    model-holding process sets it."""
     import torch
 
+    from apsft_dagster.core.determinism import check_cpu_kernels
+
+    check_cpu_kernels()
     torch.set_num_threads(compute.threads)
 
 
