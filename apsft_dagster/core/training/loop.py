@@ -96,17 +96,24 @@ def record_loss(model, example: Example, chunk: int) -> tuple[torch.Tensor, floa
 
 
 def measure_throughput(model, examples: list[Example], training: Training) -> float:
-    """Tokens per second of forward + backward on these records (no optimizer step; grads dropped)."""
+    """Steady-state tokens per second of forward + backward (no optimizer step; grads dropped):
+    each record once untimed (first-step setup, allocation), then each timed on its own, and the
+    median of the records' rates, so neither a slow first step nor one preempted step moves it."""
     model.train()
-    started, tokens = time.perf_counter(), 0
-    for ex in examples:
-        total, weight, _ = record_loss(model, ex, training.loss_chunk_tokens)
-        (total / max(weight, 1e-12)).backward()
-        tokens += len(ex.input_ids)
-    if torch.cuda.is_available():
-        torch.cuda.synchronize()
+    rates = []
+    for timed in (False, True):
+        for ex in examples:
+            started = time.perf_counter()
+            total, weight, _ = record_loss(model, ex, training.loss_chunk_tokens)
+            (total / max(weight, 1e-12)).backward()
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            if timed:
+                rates.append(len(ex.input_ids) / max(time.perf_counter() - started, 1e-9))
     model.zero_grad(set_to_none=True)
-    return tokens / max(time.perf_counter() - started, 1e-9)
+    rates.sort()
+    middle = len(rates) // 2
+    return rates[middle] if len(rates) % 2 else (rates[middle - 1] + rates[middle]) / 2
 
 
 def train(model, examples: list[Example], windows: list[list[int]], training: Training, *, initial_digest: str,

@@ -95,8 +95,9 @@ def train_policy(store: Store, config: Config, policy: str, base_path: str, mani
 
 
 def warmup_tokens_per_s(store: Store, config: Config, base_path: str, arm: str) -> float | None:
-    """Training throughput measured on the first `training.warmup_records` records of `arm`
-    (forward + backward through a fresh adapter, no optimizer step); None when set to 0."""
+    """Steady-state training throughput on the first `training.warmup_records` records of `arm`
+    (forward + backward through a fresh adapter, no optimizer step; load and first-step time
+    excluded: loop.measure_throughput); None when set to 0."""
     n = config.training.warmup_records
     if n == 0:
         return None
@@ -107,7 +108,6 @@ def warmup_tokens_per_s(store: Store, config: Config, base_path: str, arm: str) 
 
     examples = encode_rows(arm_records(store, arm)[0][:n], AutoTokenizer.from_pretrained(base_path), config.training)
     model, *_ = attach_adapter(load_base(base_path, config.compute), config.training, config.seeds.experiment)
-    measure_throughput(model, examples[:1], config.training)  # first call pays one-off setup costs
     tokens_per_s = measure_throughput(model, examples, config.training)
     del model
     free_memory()
