@@ -55,11 +55,17 @@ def test_saved_model_reloads_and_validates_as_a_local_model_directory(in_process
     _, store = in_process
     path = store.path("base_model")
     found = inspect_model_dir(path)
-    assert found["model_type"] == "qwen3" and found["fingerprint"] == store.verify("base_model")
+    assert found["model_type"] == "qwen3_5" and found["fingerprint"] == store.verify("base_model")
+    snapshot = found["snapshot"]
+    assert snapshot["architectures"] == ["Qwen3_5ForConditionalGeneration"] and snapshot["vision_tower"]
+    assert snapshot["layer_types"] == {"full_attention": 1, "linear_attention": 3}
+    assert snapshot["chat_template"] == "opens the thinking turn" and not snapshot["tie_word_embeddings"]
+    assert {"chat_template.jinja", "preprocessor_config.json", "video_preprocessor_config.json", "tokenizer.json",
+            "tokenizer_config.json", "generation_config.json", "model.safetensors"} <= set(found["files"])
     model = AutoModelForCausalLM.from_pretrained(path)
     tokenizer = AutoTokenizer.from_pretrained(path)
     assert tokenizer.convert_tokens_to_ids("</think>") != tokenizer.unk_token_id
-    assert model.config.tie_word_embeddings
+    assert type(model).__name__ == "Qwen3_5ForCausalLM" and not model.config.tie_word_embeddings
 
 
 @pytest.mark.slow
@@ -112,11 +118,12 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
 
 def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_process, tmp_path, monkeypatch):
     _, store = in_process
-    monkeypatch.setenv("APSFT_MODEL_DIR", str(store.path("base_model")))  # a real saved Qwen3 directory
+    monkeypatch.setenv("APSFT_MODEL_DIR", str(store.path("base_model")))  # a real saved Qwen3.5-layout directory
     out = Store(tmp_path / "full_store")
     result = dg.materialize([base_model], resources={"experiment": ExperimentResource(profile="full", store_dir=str(out.root))})
     assert result.success
     report = out.get_json(REPORT)
-    assert report["source"] == "local" and report["model_type"] == "qwen3"
+    assert report["source"] == "local" and report["model_type"] == "qwen3_5"
+    assert report["snapshot"]["architectures"] == ["Qwen3_5ForConditionalGeneration"]
     assert report["fingerprint"] == store.verify("base_model")
     assert report["revision"] == "851bf6e806efd8d0a36b00ddf55e13ccb7b8cd0a"

@@ -25,6 +25,29 @@ def tiny_model(path, seed: int, layers: int = 1) -> str:
     return str(path)
 
 
+def tiny_snapshot(path, layout: str = "qwen3_5", seed: int = 0, layers: int = 4) -> Path:
+    """A random tiny snapshot through the embedded build's own layout code: `qwen3_5` is a
+    Qwen3_5ForConditionalGeneration (hybrid layers, vision tower, untied head, chat template,
+    preprocessor configs), `qwen3` a Qwen3ForCausalLM."""
+    from apsft_dagster.core.config import load_config
+    from apsft_dagster.core.embedded.layout import VISION_TOKENS, build_model, save_snapshot
+    from apsft_dagster.core.embedded.tokenizer import train_tokenizer
+
+    cfg = load_config("smoke").embedded
+    cfg = cfg.model_copy(update={
+        "hidden_size": 16, "intermediate_size": 32, "num_layers": layers, "num_heads": 2, "num_kv_heads": 1,
+        "head_dim": 8, "linear_attention": cfg.linear_attention.model_copy(update={
+            "full_attention_interval": 2, "num_key_heads": 1, "num_value_heads": 2, "key_head_dim": 8,
+            "value_head_dim": 8}),
+        "vision": cfg.vision.model_copy(update={"hidden_size": 8, "intermediate_size": 16, "num_heads": 1})})
+    tokenizer = train_tokenizer(CORPUS, 300, VISION_TOKENS if layout == "qwen3_5" else ())
+    snapshot, _ = build_model(layout, cfg, tokenizer, seed)
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    save_snapshot(layout, snapshot, tokenizer, cfg, path)
+    return path
+
+
 def training_rows(n: int) -> list[dict]:
     return [{"prompt": f"Add {i} and {i + 2}.", "thought": f"{i} + {i + 2} = {2 * i + 2}\n", "answer": str(2 * i + 2),
              "task_id": f"t{i}"} for i in range(n)]

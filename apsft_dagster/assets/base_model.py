@@ -1,4 +1,4 @@
-"""model: the base policy. smoke trains the embedded tiny Qwen3; full fingerprints a local snapshot."""
+"""model: the base policy. smoke trains the embedded tiny model (Qwen3.5's layout); full fingerprints a local snapshot."""
 
 import dagster as dg
 
@@ -8,6 +8,7 @@ from apsft_dagster.core.config import model_dir
 from apsft_dagster.core.embedded.cache import embedded_model
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
 from apsft_dagster.core.model_dir import inspect_model_dir
+from apsft_dagster.core.snapshot import describe_snapshot
 from apsft_dagster.resources import ExperimentResource
 
 
@@ -21,8 +22,8 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
     if config.model.source == "local":
         found = inspect_model_dir(model_dir(config))
         report = {"source": "local", "name": config.model.name, "revision": config.model.revision,
-                  "path": config.model.path, "model_type": found["model_type"], "fingerprint": found["fingerprint"],
-                  "files": len(found["files"])}
+                  "path": config.model.path, "model_type": found["model_type"], "snapshot": found["snapshot"],
+                  "fingerprint": found["fingerprint"], "files": len(found["files"])}
     else:
         prompts = store.get_parquet(TASK_CATALOG)["prompt"].to_list()
         built: dict = {}
@@ -32,9 +33,10 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
 
         fingerprint = store.put_dir(BASE_MODEL_DIR, fill)
         report = {"source": "embedded", "name": config.model.name, "path": BASE_MODEL_DIR,
-                  "fingerprint": fingerprint, **built}
+                  "snapshot": describe_snapshot(store.path(BASE_MODEL_DIR)), "fingerprint": fingerprint, **built}
     report["config_digest"] = config.digest
     cache = {k: report.pop(k) for k in ("cache", "cache_key") if k in report}  # how, not what: kept out of the file
     store.put_json(BASE_MODEL_REPORT, report)
     context.log.info(f"base model {report['name']}: fingerprint {report['fingerprint']}")
-    return dg.MaterializeResult(metadata={**report, **cache}, data_version=dg.DataVersion(report["fingerprint"]))
+    return dg.MaterializeResult(metadata={**{k: v for k, v in report.items() if k != "snapshot"},
+                                          **{f"snapshot_{k}": v for k, v in report["snapshot"].items()}, **cache}, data_version=dg.DataVersion(report["fingerprint"]))

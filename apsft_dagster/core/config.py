@@ -54,11 +54,17 @@ class Tasks(_Strict):
     held_family: Split
 
 
+ARCHITECTURES = ("qwen3_5", "qwen3")  # what the embedded build makes; a local snapshot says its own
+
+
 class ModelSpec(_Strict):
     source: Literal["embedded", "local"]
     name: str
     path: str | None = None
     revision: str | None = None
+    # embedded only: which layout the build makes. A local snapshot's architecture is read from its
+    # config.json (core/snapshot.py), never from the profile.
+    architecture: Literal["qwen3_5", "qwen3"] | None = None
 
 
 class Compute(_Strict):
@@ -72,8 +78,34 @@ class Compute(_Strict):
     threads: int
 
 
+class LinearAttention(_Strict):
+    """Qwen3.5's hybrid decoder: gated delta-rule (linear attention) blocks, one full-attention
+    block every `full_attention_interval` layers (the last of each group), as in the real model."""
+
+    full_attention_interval: int
+    num_key_heads: int
+    num_value_heads: int
+    key_head_dim: int
+    value_head_dim: int
+    conv_kernel: int
+
+
+class Vision(_Strict):
+    """The vision tower a Qwen3.5 snapshot carries (never trained here: it must survive every stage bit for bit)."""
+
+    depth: int
+    hidden_size: int
+    intermediate_size: int
+    num_heads: int
+    patch_size: int
+    temporal_patch_size: int
+    spatial_merge_size: int
+    num_position_embeddings: int
+
+
 class Embedded(_Strict):
-    """The tiny Qwen3-architecture policy the smoke profile trains for itself."""
+    """The tiny policy the smoke profile trains for itself, in the layout of `model.architecture`
+    (`qwen3_5` needs `linear_attention` and `vision`)."""
 
     vocab_size: int
     hidden_size: int
@@ -93,6 +125,8 @@ class Embedded(_Strict):
     capability_tasks: int
     capability_samples: int
     capability_allowance: int
+    linear_attention: LinearAttention | None = None
+    vision: Vision | None = None
 
 
 class Sampling(_Strict):
@@ -281,6 +315,14 @@ class Config(_Strict):
                 raise ValueError(f"tasks.{name}.families must equal tasks.train.families")
         if self.model.source == "embedded" and self.embedded is None:
             raise ValueError("embedded: required when model.source is 'embedded'")
+        if self.model.source == "embedded" and self.model.architecture is None:
+            raise ValueError(f"model.architecture: required when model.source is 'embedded' (one of {list(ARCHITECTURES)})")
+        if self.model.source == "local" and self.model.architecture is not None:
+            raise ValueError("model.architecture: only for model.source embedded; a local snapshot's architecture is "
+                             "read from its config.json. Remove the key")
+        if self.model.architecture == "qwen3_5" and self.embedded is not None and (
+                self.embedded.linear_attention is None or self.embedded.vision is None):
+            raise ValueError("embedded.linear_attention and embedded.vision: required when model.architecture is qwen3_5")
         if self.model.source == "local" and not self.model.path:
             raise ValueError("model.path: required when model.source is 'local'")
         if (self.harvest.inherited_index is None) != (self.harvest.inherited_index_sha256 is None):

@@ -33,8 +33,11 @@ def inspect_model_dir(path: str | Path) -> dict:
         raise ModelDirectoryError(f"{root}: no tokenizer.json or tokenizer_config.json")
     if not list(root.glob("*.safetensors")):
         raise ModelDirectoryError(f"{root}: no *.safetensors weights")
+    from apsft_dagster.core.snapshot import describe_snapshot
+
     files = dir_digests(root)
-    return {"path": str(root), "model_type": model_type, "files": files, "fingerprint": fingerprint(files)}
+    return {"path": str(root), "model_type": model_type, "snapshot": describe_snapshot(root), "files": files,
+            "fingerprint": fingerprint(files)}
 
 
 def load_tokenizer(config: Config, store: Store):

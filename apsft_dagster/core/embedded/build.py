@@ -1,4 +1,5 @@
-"""Build the embedded default: tokenizer + tiny Qwen3 policy trained on a disjoint corpus, capability-checked."""
+"""Build the embedded default: tokenizer + tiny policy (Qwen3.5's or Qwen3's layout) trained on a disjoint corpus,
+capability-checked."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import torch
 
 from apsft_dagster.core.config import KNOWN_FAMILIES, Config
 from apsft_dagster.core.embedded.capability import capability_report
-from apsft_dagster.core.embedded.model import build_model, encode_examples, pretrain
+from apsft_dagster.core.embedded.layout import VISION_TOKENS, build_model, save_snapshot
+from apsft_dagster.core.embedded.model import encode_examples, pretrain
 from apsft_dagster.core.embedded.tokenizer import train_tokenizer
 from apsft_dagster.core.protocol import format_record, format_thought
 from apsft_dagster.core.tasks import STEPS_BY_LEVEL, Task, generate
@@ -41,13 +43,16 @@ def capability_tasks(config: Config, exclude_prompts: Collection[str]) -> list[T
 def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Path,
                    log: Callable[[str], None]) -> dict:
     """Train, save (`save_pretrained`) into `out_dir`, check its capability; return the report for metadata."""
-    cfg = config.embedded
+    from apsft_dagster.core.determinism import check_cpu_kernels
+
+    cfg, architecture = config.embedded, config.model.architecture
+    check_cpu_kernels()
     torch.set_num_threads(cfg.threads)
     torch.use_deterministic_algorithms(True)
     corpus = pretraining_tasks(config, set(catalog_prompts))
     records = [format_record(t.prompt, format_thought(t.solution), t.answer) for t in corpus]
-    tokenizer = train_tokenizer(records, cfg.vocab_size)
-    model = build_model(cfg, tokenizer, config.seeds.experiment)
+    tokenizer = train_tokenizer(records, cfg.vocab_size, VISION_TOKENS if architecture == "qwen3_5" else ())
+    snapshot, model = build_model(architecture, cfg, tokenizer, config.seeds.experiment)
     examples = encode_examples(corpus, tokenizer)
     log(f"pretraining {sum(p.numel() for p in model.parameters()):,} parameters on {len(examples)} "
         f"worked solutions for {cfg.train_steps} steps")
@@ -58,15 +63,16 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
             log(f"step {step + 1}/{cfg.train_steps} loss {loss:.3f}")
 
     losses = pretrain(model, examples, cfg, config.seeds.experiment, tokenizer.pad_token_id, progress)
-    model.save_pretrained(out_dir)
-    tokenizer.save_pretrained(out_dir)
+    save_snapshot(architecture, snapshot, tokenizer, cfg, out_dir)
     held_out = set(catalog_prompts) | {t.prompt for t in corpus}
     capability = capability_report(model, tokenizer, capability_tasks(config, held_out),
                                    allowance=cfg.capability_allowance, sampling=config.harvest.sampling,
                                    samples=cfg.capability_samples, seed=config.seeds.experiment)
     tail = losses[-max(1, len(losses) // 10):]
     return {
-        "parameters": sum(p.numel() for p in model.parameters()),
+        "architecture": type(snapshot).__name__,
+        "parameters": sum(p.numel() for p in snapshot.parameters()),
+        "text_parameters": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tokenizer),
         "pretraining_tasks": len(corpus),
         "pretraining_tokens_seen": cfg.train_steps * cfg.batch_size * sum(len(x) for x, _ in examples) // len(examples),

@@ -2,7 +2,8 @@
 
 The key hashes everything that determines the model's bytes and its capability report: the
 config sections the build reads, the catalog prompts it keeps out of its corpus, the source of
-the code that builds it, and the versions of the libraries that compute it. Equal keys give
+the code that builds it, the versions of the libraries that compute it, and the CPU kernels they
+run (core/determinism.py: pinned, the same on every AVX2 machine). Equal keys give
 equal bytes (the build is deterministic; a test proves it with the cache off), so a hit is the
 same model as a rebuild, with the same fingerprint and so the same seal.
 
@@ -21,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 
 from apsft_dagster.core.config import Config, canonical_json
+from apsft_dagster.core.determinism import kernel_settings
 from apsft_dagster.core.paths import state_dir
 from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, write_atomic
 
@@ -53,6 +55,7 @@ def cache_key(config: Config, catalog_prompts: Collection[str]) -> str:
     """Everything the build reads: config sections, seeds, excluded prompts, code, library versions."""
     inputs = {
         "model_name": config.model.name,
+        "architecture": config.model.architecture,
         "embedded": config.embedded.model_dump(mode="json"),
         "seeds": {"experiment": config.seeds.experiment, "pretrain_tasks": config.seeds.pretrain_tasks},
         "train_split": config.tasks.train.model_dump(mode="json"),  # the capability check's cells
@@ -61,6 +64,7 @@ def cache_key(config: Config, catalog_prompts: Collection[str]) -> str:
         "code": code_digest(),
         "libraries": {name: metadata.version(name) for name in LIBRARIES},
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
+        "cpu_kernels": kernel_settings(),
     }
     return hashlib.sha256(canonical_json(inputs)).hexdigest()
 

@@ -1,4 +1,4 @@
-"""The embedded policy: a tiny Qwen3-architecture causal LM, pretrained on worked solutions.
+"""The embedded policy's pretraining: a tiny causal LM (core/embedded/layout.py) on worked solutions.
 
 The loop is nanoGPT-plain on purpose: fixed step count (not wall time) so the result is a pure
 function of the config; AdamW with linear warmup and cosine decay; loss only on the assistant
@@ -12,25 +12,12 @@ import random
 from collections.abc import Callable, Sequence
 
 import torch
-from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
 from apsft_dagster.core.config import Embedded
 from apsft_dagster.core.protocol import IM_END, format_answer, format_prompt, format_thought, locate_spans
 from apsft_dagster.core.tasks import Task
 
 IGNORE = -100
-
-
-def build_model(cfg: Embedded, tokenizer: PreTrainedTokenizerFast, seed: int) -> Qwen3ForCausalLM:
-    config = Qwen3Config(
-        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
-        max_position_embeddings=cfg.max_positions, tie_word_embeddings=True,
-        bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-    )
-    torch.manual_seed(seed)
-    return Qwen3ForCausalLM(config)
 
 
 def encode_examples(tasks: Sequence[Task], tokenizer) -> list[tuple[list[int], list[int]]]:

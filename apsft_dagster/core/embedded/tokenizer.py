@@ -10,8 +10,9 @@ from transformers import PreTrainedTokenizerFast
 from apsft_dagster.core.protocol import IM_END, PAD, SPECIAL_TOKENS
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
-    """Digits are always single tokens, so arithmetic never hides inside merged number tokens."""
+def train_tokenizer(texts: Iterable[str], vocab_size: int, extra_special: tuple[str, ...] = ()) -> PreTrainedTokenizerFast:
+    """Digits are always single tokens, so arithmetic never hides inside merged number tokens.
+    `extra_special`: more special tokens after the protocol's (a Qwen3.5 snapshot's vision tokens)."""
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Digits(individual_digits=True),
@@ -22,10 +23,10 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenize
     tok.post_processor = processors.ByteLevel(trim_offsets=False)
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size, min_frequency=2, show_progress=False,
-        special_tokens=list(SPECIAL_TOKENS), initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        special_tokens=[*SPECIAL_TOKENS, *extra_special], initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(texts, trainer)
     return PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token=IM_END, pad_token=PAD,
-        extra_special_tokens=[t for t in SPECIAL_TOKENS if t not in (IM_END, PAD)],
+        extra_special_tokens=[t for t in (*SPECIAL_TOKENS, *extra_special) if t not in (IM_END, PAD)],
     )

@@ -1,0 +1,60 @@
+"""What a model snapshot is, read from its own files: architecture, layer types, chat template.
+
+No profile says which architecture it runs: `full` pointed at a Qwen3 snapshot works as it does
+at Qwen3.5's. Everything that depends on the architecture is read here (or, for the LoRA targets
+and pair count, from the model as `AutoModelForCausalLM` loads it: core/training/lora.py) and
+checked against the snapshot before a stage relies on it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+from apsft_dagster.core.errors import ModelDirectoryError
+from apsft_dagster.core.protocol import THINK_OPEN, format_prompt
+
+LAYER_TYPES = ("full_attention", "linear_attention")
+PROBE = "What is 2 + 3?"
+
+
+def describe_snapshot(path: str | Path) -> dict:
+    """Architecture, model types, layer types and tower of the snapshot's config.json."""
+    root = Path(path)
+    config = json.loads((root / "config.json").read_text())
+    text = config.get("text_config") or config
+    layers = text.get("layer_types") or ["full_attention"] * int(text.get("num_hidden_layers", 0))
+    unknown = sorted(set(layers) - set(LAYER_TYPES))
+    if unknown:
+        raise ModelDirectoryError(f"{root / 'config.json'}: layer_types {unknown} are not known to this code "
+                                  f"(known: {list(LAYER_TYPES)})")
+    return {"architectures": config.get("architectures") or [], "model_type": config.get("model_type"),
+            "text_model_type": text.get("model_type", config.get("model_type")),
+            "layer_types": dict(sorted(Counter(layers).items())), "vision_tower": "vision_config" in config,
+            "tie_word_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
+            "chat_template": check_chat_template(root)}
+
+
+def check_chat_template(path: str | Path) -> str:
+    """The snapshot's chat template must open a user turn as the protocol does (`format_prompt`):
+    its generation prompt is x itself (Qwen3.5 opens the thinking turn) or x without the `<think>`
+    line (Qwen3 leaves it to the model, and the protocol writes it). Returns which; raises naming
+    the file and both texts otherwise."""
+    from transformers import AutoTokenizer
+
+    root = Path(path)
+    tokenizer = AutoTokenizer.from_pretrained(root)
+    if not tokenizer.chat_template:
+        raise ModelDirectoryError(f"{root}: no chat template (chat_template.jinja or tokenizer_config.json's "
+                                  "chat_template); the protocol's prompt is checked against it")
+    rendered = tokenizer.apply_chat_template([{"role": "user", "content": PROBE}], tokenize=False,
+                                             add_generation_prompt=True)
+    expected = format_prompt(PROBE)
+    if rendered == expected:
+        return "opens the thinking turn"
+    if rendered + f"{THINK_OPEN}\n" == expected:
+        return "leaves the thinking turn to the model (the protocol opens it)"
+    raise ModelDirectoryError(f"{root}: the chat template renders a user turn as {rendered!r}; the protocol "
+                              f"(core/protocol.py format_prompt) writes {expected!r}. This snapshot's chat format "
+                              "differs from Qwen's: the experiment's prompts would not be what the model expects")
