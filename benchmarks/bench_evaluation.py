@@ -42,7 +42,7 @@ def generation(store: Store, n_tasks: int, allowance: int) -> None:
     tokens = sum(len(c.token_ids) for c in single)
     print(f"{len(requests)} eval prompts, allowance {allowance}, {tokens} completion tokens")
     print(f"  one at a time      : {tokens / single_s:8.1f} tokens/s ({single_s:.1f} s)")
-    for size in (8, 16, 32, 64):
+    for size in (8, 16, 32, 64, 128):
         engine.batch_size = size
         started = time.perf_counter()
         batched = engine.generate(requests, GREEDY)

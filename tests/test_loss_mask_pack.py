@@ -246,3 +246,15 @@ def test_base_and_masked_packings_compare_accounted_and_a_tampered_report_does_n
     problems = pack_comparison(base, {**masked, "dropped": relabelled})["problems"]
     assert any(p.startswith("rows_over_limit") for p in problems)
     assert any(min(lost) in p and "another reason" in p for p in problems)
+
+
+def test_a_template_that_opens_the_thinking_turn_packs_the_same_spans(tokenizer, template):
+    """Qwen3.5's generation prompt also opens `<think>` (the embedded model's template does too), while
+    earlier assistant turns render without it: the header is then the prompt's first line, so the
+    tokens, spans and loss mask are the shipped template's."""
+    from apsft_dagster.core.embedded.layout import chat_template
+
+    thinking = chat_template("qwen3_5")
+    assert thinking != template
+    for row in (HAND, _masked(HAND, 4)):
+        assert render_spans(row, tokenizer, thinking) == render_spans(row, tokenizer, template)

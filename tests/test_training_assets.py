@@ -16,6 +16,10 @@ from apsft_dagster.core.training.probe import probe_prompts
 
 STAGE_A = stage_a_policies(load_config("smoke"))
 
+# the smoke model: 3 gated delta-rule layers (in_proj_qkv/z/b/a, out_proj + gate/up/down) and 1 full-attention
+# layer (q/k/v/o + gate/up/down)
+PAIRS = 3 * (5 + 3) + 1 * (4 + 3)
+
 
 def test_apsft_run_trains_and_merges_only_the_stage_a_policies(smoke_run):
     results, store = smoke_run
@@ -34,7 +38,7 @@ def test_adapter_reports_record_exact_steps_digests_and_a_loss_curve(smoke_run):
     reports = [store.get_json(adapter_report(p)) for p in STAGE_A]
     for r in reports:
         assert r["optimizer_steps"] == len(r["curve"]) == 36 * 2 // 4
-        assert r["lora_pairs"] == 4 * 7 and r["base_weights"] == "float32 base on cpu"
+        assert r["lora_pairs"] == PAIRS and r["base_weights"] == "float32 base on cpu"
         assert r["adapter_files_sha256"] == store.verify(adapter_dir(r["policy"]))
         assert r["final_adapter_sha256"] != r["initial_adapter_sha256"]
         assert all(p["prompt"] > p["thought"] > p["boundary_answer"] for p in r["curve"][-3:])
@@ -46,12 +50,21 @@ def test_adapter_reports_record_exact_steps_digests_and_a_loss_curve(smoke_run):
 
 
 def test_every_merged_model_changes_exactly_its_pairs_and_answers_differently_from_base(smoke_run):
+    from apsft_dagster.core.training.merge import tensor_files
+
     results, store = smoke_run
+    base = store.path("base_model")
+    names = tensor_files(base)
+    assert any(n.startswith("model.language_model.") for n in names) and any(n.startswith("model.visual.") for n in names)
     for policy in STAGE_A:
         report = store.get_json(merged_report(policy))
-        assert report["changed_tensors"] == report["lora_pairs"] == 28
+        assert report["changed_tensors"] == report["lora_pairs"] == PAIRS
         assert report["fingerprint"] == store.verify(merged_dir(policy))
-        assert {"model.safetensors", "config.json", "tokenizer.json"} <= set(report["files"])
+        merged = store.path(merged_dir(policy))
+        assert tensor_files(merged) == names  # the snapshot's own names, vision tower included
+        for path in base.iterdir():  # config (architecture), tokenizer, chat template, preprocessor configs
+            if path.suffix != ".safetensors":
+                assert (merged / path.name).read_bytes() == path.read_bytes(), (policy, path.name)
         probe = store.get_json(probe_report(policy))
         assert probe["passed"] and 1 <= probe["differing"] <= probe["prompts"] == 8
         first = probe["first_difference"]

@@ -23,26 +23,22 @@ from apsft_dagster.core.config import Embedded
 
 VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video_pad|>")
 
-# Qwen3.5's template opens the thinking turn itself; Qwen3's leaves `<think>` to the model. Either
-# way the generation prompt plus what the protocol opens (`protocol.format_prompt`) must agree:
-# core/snapshot.py checks it against every base directory.
-_TEMPLATE = """{%- for message in messages -%}
-{{- '<|im_start|>' + message['role'] + '\\n' -}}
-{%- if message['role'] == 'assistant' and message.get('reasoning_content') -%}
-{{- '<think>\\n' + message['reasoning_content'].strip('\\n') + '\\n</think>\\n\\n' -}}
-{%- endif -%}
-{{- message['content'] + '<|im_end|>\\n' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-{{- '<|im_start|>assistant\\n' -}}
-{%- if enable_thinking is defined and enable_thinking is false -%}
-{{- '<think>\\n\\n</think>\\n\\n' -}}
-{%- else -%}OPEN_THINKING
-{%- endif -%}
-{%- endif -%}
-"""
-CHAT_TEMPLATES = {"qwen3_5": _TEMPLATE.replace("OPEN_THINKING", "{{- '<think>\\n' -}}"),
-                  "qwen3": _TEMPLATE.replace("OPEN_THINKING", "")}
+TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "chat_template.jinja"  # Qwen ChatML with tools
+GENERATION_PROMPT = "{{- '<|im_start|>assistant\\n' }}"
+THINKING = ("\n    {%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+            "\n    {%- else %}{{- '<think>\\n' }}{%- endif %}")
+
+
+def chat_template(architecture: str) -> str:
+    """Qwen3.5's template opens the thinking turn after the generation prompt; Qwen3's leaves
+    `<think>` to the model. Either way the generation prompt plus what the protocol opens
+    (`protocol.format_prompt`) agree: core/snapshot.py checks it against every base directory."""
+    text = TEMPLATE_FILE.read_text()
+    if architecture == "qwen3":
+        return text
+    if text.count(GENERATION_PROMPT) != 1:
+        raise RuntimeError(f"{TEMPLATE_FILE}: expected one generation prompt {GENERATION_PROMPT!r} to extend")
+    return text.replace(GENERATION_PROMPT, GENERATION_PROMPT + THINKING)
 
 
 def layer_types(cfg: Embedded) -> list[str]:
@@ -84,7 +80,7 @@ def build_model(architecture: str, cfg: Embedded, tokenizer, seed: int) -> tuple
 
 def save_snapshot(architecture: str, model, tokenizer, cfg: Embedded, out_dir: Path) -> None:
     """The model, its tokenizer with the chat template, and (Qwen3.5) the preprocessor configs."""
-    tokenizer.chat_template = CHAT_TEMPLATES[architecture]
+    tokenizer.chat_template = chat_template(architecture)
     model.save_pretrained(out_dir)
     tokenizer.save_pretrained(out_dir)
     if architecture == "qwen3_5":

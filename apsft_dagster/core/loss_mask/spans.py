@@ -20,7 +20,7 @@ from apsft_dagster.core.loss_mask.build import MASK_KEY
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.protocol import IM_END
 
-TEMPLATE_FILE = Path(__file__).with_name("chat_template.jinja")
+TEMPLATE_FILE = Path(__file__).parents[1] / "chat_template.jinja"
 
 
 class Encoded(NamedTuple):
@@ -101,8 +101,13 @@ def encode_row(row: dict, tokenizer, chat_template: str) -> Encoded:
 
 def _trained_tokens(rid: str, m: int, text: str, cuts: list[int], opener: str, ids: list[int],
                     offsets: list[tuple[int, int]], im_end: int) -> list[int]:
-    """Indices (within the turn) from the first content token through the turn's last `<|im_end|>`."""
+    """Indices (within the turn) from the first content token through the turn's last `<|im_end|>`.
+    A template whose generation prompt also opens the thinking turn (Qwen3.5's: `...assistant\n<think>\n`)
+    renders earlier assistant turns without it: their header is the prompt's first line."""
     header = text.find(opener, cuts[m], cuts[m + 1])
+    if header < 0 and "\n" in opener.rstrip("\n"):
+        opener = opener[:opener.index("\n") + 1]
+        header = text.find(opener, cuts[m], cuts[m + 1])
     if header < 0:
         raise LossMaskError(f"row {rid!r}: message {m} (assistant) does not open with the template's assistant "
                             f"header {opener!r}; fix the template")
