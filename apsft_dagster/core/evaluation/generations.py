@@ -73,7 +73,7 @@ def generation_key(model_fingerprint: str, digests: dict[str, str], prompt_ids: 
 
 def generate_policy(engine, tasks: pl.DataFrame, model_fingerprint: str, model_dir: str | Path, max_tokens: int,
                     previous: pl.DataFrame | None, progress: Callable[[int, int], None] = lambda done, total: None,
-                    chunk: int = 64, sampling: Sampling = GREEDY, n: int = 1,
+                    chunk: int = 128, sampling: Sampling = GREEDY, n: int = 1,
                     seeds: list[int] | None = None) -> tuple[pl.DataFrame, dict]:
     """(one row per task, or per (task, sample) when sampling, and figures): the tasks of
     `previous` whose key still matches are reused. `seeds[i]` seeds task i's sampled request."""
