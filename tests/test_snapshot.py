@@ -9,7 +9,7 @@ import pytest
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import ConfigError, ModelDirectoryError
 from apsft_dagster.core.model_dir import inspect_model_dir
-from apsft_dagster.core.snapshot import check_chat_template
+from apsft_dagster.core.snapshot import check_chat_template, require_lora_targets
 from apsft_dagster.core.training.lora import target_modules
 from conftest import variant_config
 from tiny import tiny_snapshot
@@ -66,3 +66,13 @@ def test_a_local_profile_may_not_name_an_architecture(tmp_path, monkeypatch):
     embedded = variant_config(tmp_path, lambda raw: raw["model"].pop("architecture"))
     with pytest.raises(ConfigError, match="model.architecture: required when model.source is 'embedded'"):
         load_config(path=embedded)
+
+
+def test_a_snapshot_whose_architecture_has_no_lora_targets_is_refused_up_front(tmp_path, monkeypatch):
+    snapshot = tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2)
+    monkeypatch.setenv("APSFT_MODEL_DIR", str(snapshot))
+    found = inspect_model_dir(snapshot)["snapshot"]
+    targets = load_config("full").training.target_modules
+    assert require_lora_targets(found, targets, "here") == targets["qwen3_5"]
+    with pytest.raises(ModelDirectoryError, match=r"model_type 'qwen3_5'.*entries for \['qwen3'\] only; add qwen3_5:"):
+        require_lora_targets(found, {"qwen3": targets["qwen3"]}, "here")

@@ -8,7 +8,7 @@ from apsft_dagster.core.config import model_dir
 from apsft_dagster.core.embedded.cache import embedded_model
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
 from apsft_dagster.core.model_dir import inspect_model_dir
-from apsft_dagster.core.snapshot import describe_snapshot
+from apsft_dagster.core.snapshot import describe_snapshot, require_lora_targets
 from apsft_dagster.resources import ExperimentResource
 
 
@@ -34,6 +34,7 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
         fingerprint = store.put_dir(BASE_MODEL_DIR, fill)
         report = {"source": "embedded", "name": config.model.name, "path": BASE_MODEL_DIR,
                   "snapshot": describe_snapshot(store.path(BASE_MODEL_DIR)), "fingerprint": fingerprint, **built}
+    require_lora_targets(report["snapshot"], config.training.target_modules, str(report["path"]))
     report["config_digest"] = config.digest
     cache = {k: report.pop(k) for k in ("cache", "cache_key") if k in report}  # how, not what: kept out of the file
     store.put_json(BASE_MODEL_REPORT, report)

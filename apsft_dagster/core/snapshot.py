@@ -36,6 +36,18 @@ def describe_snapshot(path: str | Path) -> dict:
             "chat_template": check_chat_template(root)}
 
 
+def require_lora_targets(description: dict, target_modules: dict[str, list[str]], where: str) -> list[str]:
+    """The `training.target_modules` entry for this snapshot's architecture (the text model's type,
+    as training keys it), checked when the base model is registered rather than hours later at
+    training; ModelDirectoryError naming the entry to add otherwise."""
+    arch = (description["text_model_type"] or "").removesuffix("_text")
+    if arch not in target_modules:
+        raise ModelDirectoryError(f"{where}: a {description['architectures'] or description['model_type']} snapshot "
+                                  f"(model_type {arch!r}), but training.target_modules has entries for "
+                                  f"{sorted(target_modules)} only; add {arch}: [its decoder blocks' linear projections]")
+    return target_modules[arch]
+
+
 def check_chat_template(path: str | Path) -> str:
     """The snapshot's chat template must open a user turn as the protocol does (`format_prompt`):
     its generation prompt is x itself (Qwen3.5 opens the thinking turn) or x without the `<think>`
