@@ -39,5 +39,6 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
     cache = {k: report.pop(k) for k in ("cache", "cache_key") if k in report}  # how, not what: kept out of the file
     store.put_json(BASE_MODEL_REPORT, report)
     context.log.info(f"base model {report['name']}: fingerprint {report['fingerprint']}")
-    return dg.MaterializeResult(metadata={**{k: v for k, v in report.items() if k != "snapshot"},
-                                          **{f"snapshot_{k}": v for k, v in report["snapshot"].items()}, **cache}, data_version=dg.DataVersion(report["fingerprint"]))
+    shown = {k: v for k, v in report.items() if k != "snapshot"}
+    shown.update({f"snapshot_{k}": v for k, v in report["snapshot"].items()}, **cache)
+    return dg.MaterializeResult(metadata=shown, data_version=dg.DataVersion(report["fingerprint"]))

@@ -64,7 +64,7 @@ class ModelSpec(_Strict):
     revision: str | None = None
     # embedded only: which layout the build makes. A local snapshot's architecture is read from its
     # config.json (core/snapshot.py), never from the profile.
-    architecture: Literal["qwen3_5", "qwen3"] | None = None
+    architecture: Literal[ARCHITECTURES] | None = None
 
 
 class Compute(_Strict):

@@ -44,10 +44,16 @@ def pin_cpu_kernels() -> None:
 
 
 def kernel_settings() -> dict[str, str]:
-    """What a build's bytes depend on besides the code and the thread count (for cache keys)."""
-    import torch
+    """What a build's bytes depend on besides the code and the thread count (for cache keys).
+    Pinned, the capability is the pin (the build checks it: `check_cpu_kernels`), so a cache hit
+    needs no torch import; unpinned, it is whatever torch chose on this machine."""
+    if pinning():
+        capability = PINNED["ATEN_CPU_CAPABILITY"].upper()
+    else:
+        import torch
 
-    return {"pinned": str(pinning()), "aten_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        capability = torch.backends.cpu.get_cpu_capability()
+    return {"pinned": str(pinning()), "aten_cpu_capability": capability,
             **{k: os.environ.get(k, "") for k in sorted(PINNED)}}
 
 

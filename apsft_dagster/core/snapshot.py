@@ -40,7 +40,9 @@ def require_lora_targets(description: dict, target_modules: dict[str, list[str]]
     """The `training.target_modules` entry for this snapshot's architecture (the text model's type,
     as training keys it), checked when the base model is registered rather than hours later at
     training; ModelDirectoryError naming the entry to add otherwise."""
-    arch = (description["text_model_type"] or "").removesuffix("_text")
+    from apsft_dagster.core.training.lora import architecture_key
+
+    arch = architecture_key(description["text_model_type"] or "")
     if arch not in target_modules:
         raise ModelDirectoryError(f"{where}: a {description['architectures'] or description['model_type']} snapshot "
                                   f"(model_type {arch!r}), but training.target_modules has entries for "

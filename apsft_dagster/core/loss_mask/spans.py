@@ -11,6 +11,7 @@ token and every turn the build masked. A token that starts in the header is head
 from __future__ import annotations
 
 from bisect import bisect_right
+from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
@@ -46,15 +47,26 @@ def _render(tokenizer, template: str, messages: list, tools, where: str, prompt:
         raise LossMaskError(f"{where}: the chat template failed ({exc}); fix the row or the template") from None
 
 
+ANSWER_PROBE = "apsft-answer-probe"
+
+
+@lru_cache(maxsize=8)  # one per (tokenizer, template): a pack asks for it once per row
 def _opener(tokenizer, template: str) -> str:
-    """The assistant header: what add_generation_prompt appends to a conversation."""
+    """The assistant header: what add_generation_prompt appends to a conversation, as far as a
+    written assistant turn carries it before its content. A template whose generation prompt
+    also opens the thinking turn (Qwen3.5's: `...assistant\n<think>\n`) writes earlier assistant
+    turns without `<think>`: their header is the part the two share."""
     probe = [{"role": "user", "content": "x"}]
     plain = _render(tokenizer, template, probe, None, "the generation-prompt probe")
     opened = _render(tokenizer, template, probe, None, "the generation-prompt probe", prompt=True)
     if not opened.startswith(plain) or opened == plain:
         raise LossMaskError("the chat template appends no assistant header for add_generation_prompt=True; "
                             "use a template that does, so assistant headers can be told from content")
-    return opened[len(plain):]
+    prompt = opened[len(plain):]
+    answered = _render(tokenizer, template, probe + [{"role": "assistant", "content": ANSWER_PROBE}], None,
+                       "the assistant-turn probe")
+    written = answered[len(plain):answered.find(ANSWER_PROBE)] if answered.startswith(plain) else ""
+    return written if written and prompt.startswith(written) else prompt
 
 
 def _char_bounds(rid: str, messages: list, tools, tokenizer, template: str) -> tuple[str, list[int]]:
@@ -101,13 +113,8 @@ def encode_row(row: dict, tokenizer, chat_template: str) -> Encoded:
 
 def _trained_tokens(rid: str, m: int, text: str, cuts: list[int], opener: str, ids: list[int],
                     offsets: list[tuple[int, int]], im_end: int) -> list[int]:
-    """Indices (within the turn) from the first content token through the turn's last `<|im_end|>`.
-    A template whose generation prompt also opens the thinking turn (Qwen3.5's: `...assistant\n<think>\n`)
-    renders earlier assistant turns without it: their header is the prompt's first line."""
+    """Indices (within the turn) from the first content token through the turn's last `<|im_end|>`."""
     header = text.find(opener, cuts[m], cuts[m + 1])
-    if header < 0 and "\n" in opener.rstrip("\n"):
-        opener = opener[:opener.index("\n") + 1]
-        header = text.find(opener, cuts[m], cuts[m + 1])
     if header < 0:
         raise LossMaskError(f"row {rid!r}: message {m} (assistant) does not open with the template's assistant "
                             f"header {opener!r}; fix the template")

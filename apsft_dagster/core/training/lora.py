@@ -24,10 +24,14 @@ ADAPTER_WEIGHTS = "adapter_model.safetensors"
 ADAPTER_CONFIG = "adapter_config.json"
 
 
+def architecture_key(model_type: str) -> str:
+    """The key of `training.target_modules` for a model_type: a text-only `_text` config of a
+    multimodal family uses the family's entry."""
+    return model_type.removesuffix("_text")
+
+
 def architecture(model) -> str:
-    """The key of `training.target_modules`: config.json's model_type (a text-only `_text` config
-    of a multimodal family uses the family's entry)."""
-    return model.config.model_type.removesuffix("_text")
+    return architecture_key(model.config.model_type)
 
 
 def decoder_linears(model) -> dict[str, str]:

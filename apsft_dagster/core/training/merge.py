@@ -128,12 +128,13 @@ def merge_snapshot(base_dir, adapter_dir, out_dir, *, dtype: str = "float32", de
             tensors[target] = merged_weight(target, tensors[target], targets[target], scaling,
                                             getattr(torch, dtype), device)
         save_file(tensors, str(out / file), metadata=metadata)
-    return verify_snapshot(base, out, set(targets))
+    return verify_snapshot(base, names, out, set(targets))
 
 
-def verify_snapshot(base: Path, merged: Path, targets: set[str]) -> dict:
-    """Read both snapshots back: the same names and shapes, exactly `targets` changed."""
-    want, have = tensor_files(base), tensor_files(merged)
+def verify_snapshot(base: Path, want: dict[str, str], merged: Path, targets: set[str]) -> dict:
+    """Read the merged files back (and the base's again, one file at a time, against `want`, its
+    tensor -> file map): the same names and shapes, exactly `targets` changed."""
+    have = tensor_files(merged)
     problems = [f"{n}: in the base, absent from the merged snapshot" for n in sorted(set(want) - set(have))]
     problems += [f"{n}: in the merged snapshot, not in the base" for n in sorted(set(have) - set(want))]
     changed = set()
