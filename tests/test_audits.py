@@ -151,6 +151,7 @@ def test_funnel_support_dose_and_parity_match_the_artifacts(audited):
         assert (n, thought, forward) == (manifest[arm]["rows"], manifest[arm]["thought_tokens"], manifest[arm]["forward_tokens"])
     parity = store.get_json("parity_gate.json")
     assert {m: v for m, v, *_ in results["parity_residuals"].iter_rows()} == parity["metrics"]
+    assert {m: v for m, _, v, *_ in results["parity_residuals"].iter_rows()} == parity["means"]
 
 
 def test_cli_prints_an_audit_and_keeps_it_in_duckdb(audited, capsys):

@@ -55,7 +55,10 @@ def test_parity_report_and_fail_closed():
     fast = [{m: 0.1 for m in METRICS}, {**{m: 1.0 for m in METRICS}, "joint_gain": 1.4}]
     report = parity_report(ref, fast, 0.15)
     assert report["metrics"]["joint_gain"] == pytest.approx(0.4) and report["metrics"]["answer_mean"] == pytest.approx(0.1)
+    assert report["means"]["joint_gain"] == pytest.approx(0.25) and report["means"]["answer_mean"] == pytest.approx(0.05)
     assert not report["passed"] and report["worst_metric"] == "joint_gain"
+    with pytest.raises(ValueError, match="one fast score per reference score"):
+        parity_report(ref, fast[:1], 0.15)
     with pytest.raises(ParityError, match=r"joint_gain differs by 0\.400000 nats/token \(> 0\.15\)"):
         require_parity(report, "fast")
     require_parity(report, "reference")  # the reference instrument never needs the gate

@@ -1,4 +1,5 @@
-"""The vLLM engine and instrument against a fake `vllm` module (vLLM itself is GPU-only).
+"""The vLLM engine and instrument against a fake `vllm` module, on any machine (the vLLM lane,
+tests/vllm/, runs the real one in .venv-vllm).
 
 The fake records what the code passes to `LLM`, `SamplingParams` and `TokensPrompt`, and answers
 with objects shaped like vLLM's RequestOutput / CompletionOutput: `prompt_logprobs` is a list whose
@@ -14,14 +15,19 @@ from dataclasses import dataclass
 import pytest
 import torch
 
-from apsft_dagster.core.config import Sampling
+from apsft_dagster.core.config import Compute, Sampling, load_config
+from apsft_dagster.core.errors import ModelDirectoryError
 from apsft_dagster.core.embedded.tokenizer import train_tokenizer
 from apsft_dagster.core.engines.base import Completion, GenerationRequest
-from apsft_dagster.core.engines.vllm_engine import VllmEngine, completion
+from apsft_dagster.core.engines.vllm_engine import (VllmEngine, check_cpu_snapshot, completion, llm_arguments,
+                                                    snapshot_head_dim, vllm_environment)
+from apsft_dagster.core.evaluation.generations import engine_identity
 from apsft_dagster.core.engines.vllm_scoring import VllmInstrument, prompt_logprob_sums
 from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_answer, format_prompt, format_record, locate_spans
 
 STOP_TOKENS = (THINK_CLOSE, IM_END)
+CUDA = Compute(device="cuda", dtype="bfloat16", quantization="none", threads=1)
+ENGINE = load_config("smoke").vllm
 
 
 @dataclass
@@ -39,8 +45,12 @@ def table_value(position: int, token: int) -> float:
 
 
 class FakeLLM:
+    events: list = []
+
     def __init__(self, **kwargs):
         self.kwargs, self.calls, self.script = kwargs, [], None
+        core = types.SimpleNamespace(shutdown=lambda: FakeLLM.events.append("engine_core_shutdown"))
+        self.llm_engine = types.SimpleNamespace(engine_core=core)
 
     def generate(self, prompts, sampling_params, use_tqdm=True):
         self.calls.append((prompts, sampling_params, use_tqdm))
@@ -67,9 +77,10 @@ def fake_vllm(monkeypatch):
     vllm, inputs = types.ModuleType("vllm"), types.ModuleType("vllm.inputs")
     distributed = types.ModuleType("vllm.distributed")
     parallel_state = types.ModuleType("vllm.distributed.parallel_state")
-    vllm.LLM, vllm.SamplingParams, vllm.inputs = FakeLLM, FakeSamplingParams, inputs
+    vllm.LLM, vllm.SamplingParams, vllm.inputs, vllm.__version__ = FakeLLM, FakeSamplingParams, inputs, "0.0.fake"
     inputs.TokensPrompt = lambda **kwargs: dict(kwargs)  # vLLM's TokensPrompt is a TypedDict
     events = []
+    monkeypatch.setattr(FakeLLM, "events", events)
     parallel_state.cleanup_dist_env_and_memory = lambda: events.append("cleanup_dist_env")
     vllm.distributed, distributed.parallel_state = distributed, parallel_state
     for name, module in {"vllm": vllm, "vllm.inputs": inputs, "vllm.distributed": distributed,
@@ -106,7 +117,7 @@ def test_completion_stop_token_kept_appended_or_length():
 
 
 def test_engine_passes_exact_prompts_and_sampling_params(fake_vllm, tok, model_dir):
-    engine = VllmEngine(model_dir, STOP_TOKENS)
+    engine = VllmEngine(model_dir, STOP_TOKENS, CUDA, ENGINE)
     close, end = tok.convert_tokens_to_ids(list(STOP_TOKENS))
     assert engine.stop_token_ids == (close, end)
     assert engine.llm.kwargs["model"] == model_dir and engine.llm.kwargs["enable_prefix_caching"] is False
@@ -130,7 +141,7 @@ def test_engine_passes_exact_prompts_and_sampling_params(fake_vllm, tok, model_d
 
 def test_a_request_may_stop_only_at_the_end_of_turn(fake_vllm, tok, model_dir):
     """Evaluation's requests replace the engine's stops: `</think>` does not end them, `<|im_end|>` does."""
-    engine = VllmEngine(model_dir, STOP_TOKENS)
+    engine = VllmEngine(model_dir, STOP_TOKENS, CUDA, ENGINE)
     close, end = engine.stop_token_ids
     prompt = tuple(tok(format_prompt("Count 3 salt."), add_special_tokens=False)["input_ids"])
     engine.llm.script = [[out([5, close, 6, end], "stop", end)]]
@@ -160,7 +171,7 @@ def _brute_force(tok, prompt, thought, answer) -> dict:
 
 
 def test_instrument_sums_match_brute_force(fake_vllm, tok, model_dir):
-    instrument = VllmInstrument(model_dir)
+    instrument = VllmInstrument(model_dir, CUDA, ENGINE)
     assert instrument.llm.kwargs["enable_prefix_caching"] is False
     results = instrument.score(_items())
     assert results == [_brute_force(tok, *item) for item in _items()]
@@ -179,17 +190,17 @@ def test_prompt_logprob_sums_refuses_a_misaligned_table(tok):
 
 
 def test_close_releases_an_owned_llm(fake_vllm, model_dir):
-    for owner in (VllmEngine(model_dir, STOP_TOKENS), VllmInstrument(model_dir)):
+    for owner in (VllmEngine(model_dir, STOP_TOKENS, CUDA, ENGINE), VllmInstrument(model_dir, CUDA, ENGINE)):
         fake_vllm.clear()
         llm = weakref.ref(owner.llm)
         owner.close()
         gc.collect()
         assert owner.llm is None and llm() is None
-        assert fake_vllm == ["cleanup_dist_env", "empty_cache"]
+        assert fake_vllm == ["engine_core_shutdown", "cleanup_dist_env", "empty_cache"]
 
 
 def test_from_llm_borrows_and_close_leaves_the_owner_running(fake_vllm, tok, model_dir):
-    engine = VllmEngine(model_dir, STOP_TOKENS)
+    engine = VllmEngine(model_dir, STOP_TOKENS, CUDA, ENGINE)
     instrument = VllmInstrument.from_llm(engine.llm, engine.tokenizer)
     assert instrument.llm is engine.llm and instrument.tokenizer is engine.tokenizer
     assert instrument.score(_items()[:1]) == [_brute_force(tok, *_items()[0])]
@@ -203,6 +214,49 @@ def test_close_without_vllm_cleanup_api(fake_vllm, monkeypatch, model_dir):
     monkeypatch.delitem(sys.modules, "vllm.distributed.parallel_state")
     monkeypatch.delitem(sys.modules, "vllm.distributed")
     monkeypatch.delattr(sys.modules["vllm"], "distributed")
-    engine = VllmEngine(model_dir, STOP_TOKENS)
+    engine = VllmEngine(model_dir, STOP_TOKENS, CUDA, ENGINE)
     engine.close()
-    assert engine.llm is None and fake_vllm == ["empty_cache"]
+    assert engine.llm is None and fake_vllm == ["engine_core_shutdown", "empty_cache"]
+
+
+def test_llm_arguments_come_from_the_profile():
+    smoke = load_config("smoke")
+    args = llm_arguments("/m", smoke.compute, smoke.vllm)
+    assert args == {"model": "/m", "tokenizer": "/m", "dtype": "float32", "max_model_len": 1024, "enforce_eager": True,
+                    "gpu_memory_utilization": 0.9, "enable_prefix_caching": False, "seed": 0,
+                    "kv_cache_memory_bytes": 1 << 30}
+    on_cuda = llm_arguments("/m", CUDA, smoke.vllm.model_copy(update={"kv_cache_bytes": None, "enforce_eager": False}))
+    assert "kv_cache_memory_bytes" not in on_cuda and on_cuda["enforce_eager"] is False
+
+
+def test_vllm_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("APSFT_STATE_DIR", str(tmp_path))
+    monkeypatch.delenv("VLLM_CACHE_ROOT", raising=False)
+    smoke = load_config("smoke")
+    assert vllm_environment(smoke.compute, smoke.vllm) == {
+        "VLLM_CACHE_ROOT": str(tmp_path / "vllm_cache"), "VLLM_ENABLE_V1_MULTIPROCESSING": "0",
+        "VLLM_CPU_KVCACHE_SPACE": None}  # unset: it would override vllm.kv_cache_bytes
+    monkeypatch.setenv("VLLM_CACHE_ROOT", "/elsewhere")
+    own_process = smoke.vllm.model_copy(update={"in_process": False})
+    assert vllm_environment(CUDA, own_process) == {"VLLM_CACHE_ROOT": "/elsewhere", "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+
+
+@pytest.mark.parametrize("config, head_dim", [({"head_dim": 16, "hidden_size": 64, "num_attention_heads": 2}, 16),
+                                              ({"hidden_size": 256, "num_attention_heads": 4}, 64),
+                                              ({"text_config": {"head_dim": 32}, "vision_config": {}}, 32)])
+def test_head_dim_is_read_and_checked_before_vllm_starts(tmp_path, config, head_dim):
+    import json
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert snapshot_head_dim(tmp_path) == head_dim
+    if head_dim == 16:
+        with pytest.raises(ModelDirectoryError, match=r"config\.json: head_dim 16 is not one vLLM's CPU attention"):
+            check_cpu_snapshot(tmp_path)
+    else:
+        check_cpu_snapshot(tmp_path)
+
+
+def test_the_cache_key_names_the_engine_version(fake_vllm, model_dir):
+    """vLLM's CPU build is the distribution vllm-cpu: the version comes from the module itself."""
+    assert engine_identity(VllmEngine(model_dir, STOP_TOKENS, CUDA, ENGINE)) == "VllmEngine 0.0.fake"
+    assert engine_identity(types.SimpleNamespace()) == "SimpleNamespace unknown"

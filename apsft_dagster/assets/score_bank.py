@@ -31,7 +31,8 @@ def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResourc
     digest = store.put_json(PARITY_GATE, report)
     context.log.info(f"parity gate {'passed' if report['passed'] else 'FAILED'}: {report['metrics']}")
     return dg.MaterializeResult(
-        metadata={**{f"max_abs_{m}": v for m, v in report["metrics"].items()}, "passed": report["passed"],
+        metadata={**{f"max_abs_{m}": v for m, v in report["metrics"].items()},
+                  **{f"mean_abs_{m}": v for m, v in report["means"].items()}, "passed": report["passed"],
                   "threshold": report["threshold"], "calibration_traces": report["traces"]},
         data_version=dg.DataVersion(digest),
         check_results=[check_result("within_threshold", gate_problems(report))],

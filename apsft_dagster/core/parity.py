@@ -4,8 +4,8 @@ Calibration traces are chosen from metadata alone (never scores): cells (family,
 visited round-robin in order and each contributes its eligible traces in the order of a seeded
 hash of the trace id, until `n` traces are chosen. For each of answer likelihood, joint
 likelihood, both empty baselines and both gains (mean nats per token), the metric is the max
-absolute difference between the instruments over the calibration traces; the gate passes when
-every metric is <= the frozen threshold.
+absolute difference between the instruments over the calibration traces (the mean is recorded
+beside it); the gate passes when every metric is <= the frozen threshold.
 """
 
 from __future__ import annotations
@@ -46,9 +46,15 @@ def gate_problems(report: dict) -> list[str]:
 
 
 def parity_report(reference: list[dict], fast: list[dict], threshold: float) -> dict:
-    metrics = {m: max(abs(r[m] - f[m]) for r, f in zip(reference, fast)) for m in METRICS}
+    """`metrics`: each metric's max |fast - reference| (what the gate compares with the
+    threshold); `means`: its mean over the traces, kept beside it as the seed's receipt does."""
+    if not reference or len(reference) != len(fast):
+        raise ValueError(f"parity needs one fast score per reference score, got {len(reference)} and {len(fast)}")
+    gaps = {m: [abs(r[m] - f[m]) for r, f in zip(reference, fast)] for m in METRICS}
+    metrics = {m: max(g) for m, g in gaps.items()}
     worst = max(metrics, key=metrics.get)
-    return {"metrics": metrics, "threshold": threshold, "worst_metric": worst, "worst_value": metrics[worst],
+    return {"metrics": metrics, "means": {m: sum(g) / len(g) for m, g in gaps.items()}, "threshold": threshold,
+            "worst_metric": worst, "worst_value": metrics[worst],
             "passed": all(v <= threshold for v in metrics.values()), "traces": len(reference)}
 
 

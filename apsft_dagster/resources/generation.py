@@ -40,7 +40,7 @@ class GenerationResource(dg.ConfigurableResource):
             return self._resident[1]
         self.release()
         require_device(config.compute, "generation", config.profile)
-        engine = load_generation_engine(path, config.harvest.backend, config.compute, STOP_TOKENS)
+        engine = load_generation_engine(path, config.harvest.backend, config.compute, STOP_TOKENS, config.vllm)
         self._resident = (path, engine)
         return engine
 

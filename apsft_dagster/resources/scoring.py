@@ -50,7 +50,7 @@ class ScoringResource(dg.ConfigurableResource):
             from apsft_dagster.core.engines.vllm_scoring import VllmInstrument
 
             path = str(base_model_path(config, self.experiment.store()))
-            return VllmInstrument(path, dtype=config.compute.dtype)
+            return VllmInstrument(path, config.compute, config.vllm)
         model, tokenizer, _ = self._model()
         return ReferenceInstrument(model, tokenizer) if name == "reference" else BatchedInstrument(
             model, tokenizer, self.batch_size)

@@ -7,11 +7,11 @@ is resident, so two models never share GPU memory.
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
 
-from apsft_dagster.core.config import Compute
+from apsft_dagster.core.config import Compute, Vllm
 from apsft_dagster.core.engines.base import GenerationEngine
+from apsft_dagster.core.engines.memory import free_memory  # noqa: F401  re-exported: the resources' import
 from apsft_dagster.core.errors import DeviceError
 
 
@@ -42,11 +42,15 @@ def require_device(compute: Compute, stage: str, profile: str) -> None:
     pin_threads(compute)
 
 
-def load_generation_engine(path: str, backend: str, compute: Compute, stop_tokens: Sequence[str]) -> GenerationEngine:
+def load_generation_engine(path: str, backend: str, compute: Compute, stop_tokens: Sequence[str],
+                           engine: Vllm | None = None) -> GenerationEngine:
+    """`engine`: the profile's `vllm` section, required when `backend` is vllm."""
     if backend == "vllm":
         from apsft_dagster.core.engines.vllm_engine import VllmEngine
 
-        return VllmEngine(path, stop_tokens, dtype=compute.dtype)
+        if engine is None:
+            raise ValueError("load_generation_engine: backend vllm needs the profile's vllm section (engine=config.vllm)")
+        return VllmEngine(path, stop_tokens, compute, engine)
     from apsft_dagster.core.engines.transformers_engine import TransformersEngine
 
     return TransformersEngine.load(path, stop_tokens, compute.device, compute.dtype)
@@ -60,12 +64,3 @@ def load_causal_lm(path: str, compute: Compute) -> tuple:
 
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(compute.dtype)).to(compute.device)
     return model.eval(), AutoTokenizer.from_pretrained(path)
-
-
-def free_memory() -> None:
-    """Collect dropped engines now and hand cached CUDA blocks back to the driver."""
-    gc.collect()
-    import torch
-
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()

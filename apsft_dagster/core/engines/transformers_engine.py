@@ -21,6 +21,9 @@ def torch_dtype(name: str) -> torch.dtype:
 
 class TransformersEngine:
     def __init__(self, model, tokenizer, stop_token_ids: Sequence[int]):
+        import transformers
+
+        self.library_version = transformers.__version__  # in the generation cache key (engine_identity)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.stop_token_ids = tuple(stop_token_ids)

@@ -1,15 +1,16 @@
-"""vLLM prompt-logprob scoring (GPU only), against vLLM's documented offline API.
+"""vLLM prompt-logprob scoring, against vLLM's documented offline API (CUDA, or CPU in .venv-vllm).
 
 Prefix caching is off so every prompt is computed as given; it is a fast instrument and so is
 used for bulk scoring only after the parity gate passes. The arithmetic (`prompt_logprob_sums`)
-is pure and tested on the CPU machines against a fake `vllm` module.
+is pure and tested against a fake `vllm` module; the vLLM lane (tests/vllm/) runs it for real.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from apsft_dagster.core.engines.vllm_engine import release_vllm_memory
+from apsft_dagster.core.config import Compute, Vllm
+from apsft_dagster.core.engines.vllm_engine import release_vllm_memory, start_llm
 from apsft_dagster.core.protocol import Spans, locate_spans
 
 # One prompt pass, no sampling that matters; `prompt_logprobs=1` still returns every prompt token's own logprob.
@@ -19,13 +20,11 @@ SCORING_PARAMS = {"max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 1}
 class VllmInstrument:
     name = "fast"
 
-    def __init__(self, path: str, dtype: str = "bfloat16", max_model_len: int | None = None):
+    def __init__(self, path: str, compute: Compute, engine: Vllm):
         from transformers import AutoTokenizer
-        from vllm import LLM  # lazy: GPU extra only
 
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.llm = LLM(model=path, tokenizer=path, dtype=dtype, max_model_len=max_model_len,
-                       enable_prefix_caching=False)
+        self.llm, self.start_s, self.library_version = start_llm(path, compute, engine)
         self._owns_llm = True
 
     @classmethod
@@ -46,8 +45,8 @@ class VllmInstrument:
 
     def close(self) -> None:
         """Drop the LLM; tear down vLLM's state only if this instrument built it."""
-        self.llm = None
-        release_vllm_memory(owned=self._owns_llm)
+        llm, self.llm = self.llm, None
+        release_vllm_memory(llm, owned=self._owns_llm)
 
 
 def prompt_logprob_sums(prompt_logprobs: Sequence, spans: Spans) -> dict:

