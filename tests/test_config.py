@@ -56,7 +56,7 @@ def test_full_without_model_directory_is_refused(monkeypatch, tmp_path):
 
 
 def test_unknown_profile_lists_the_known_ones():
-    with pytest.raises(ConfigError, match=r"profile 'nope'.*known profiles are \['full', 'smoke'\]"):
+    with pytest.raises(ConfigError, match=r"profile 'nope'.*known profiles are \['full', 'smoke', 'smoke_vllm'\]"):
         load_config("nope")
 
 
@@ -69,3 +69,44 @@ def test_cli_rejects_a_bad_config_before_writing_anything(tmp_path):
     assert proc.returncode == 2
     assert "selection.top_k: Input should be a valid integer" in proc.stderr
     assert not store.exists() and not home.exists()
+
+
+def test_a_profile_extends_another_key_by_key(tmp_path):
+    """smoke_vllm is smoke with four sections changed: mappings merge, other values replace."""
+    import yaml
+
+    smoke, lane = load_config("smoke"), load_config("smoke_vllm")
+    assert (lane.model.architecture, lane.harvest.backend, lane.embedded.vision) == ("qwen3", "vllm", None)
+    assert lane.harvest.model_dump(exclude={"backend"}) == smoke.harvest.model_dump(exclude={"backend"})
+    assert lane.training == smoke.training and lane.tasks == smoke.tasks
+    child = tmp_path / "child.yaml"
+    child.write_text(yaml.safe_dump({"extends": "smoke", "tasks": {"train": {"per_cell": 1, "total": 9}}}))
+    tasks = load_config(path=child).tasks.train
+    assert (tasks.per_cell, tasks.total, tasks.families) == (1, 9, smoke.tasks.train.families)
+    loop = tmp_path / "loop.yaml"
+    loop.write_text("extends: loop.yaml\nprofile: loop\n")
+    with pytest.raises(ConfigError, match=r"loop\.yaml: extends: 'loop\.yaml' extends itself"):
+        load_config(path=loop)
+    missing = tmp_path / "missing.yaml"
+    missing.write_text("extends: nowhere\n")
+    with pytest.raises(ConfigError, match=r"missing\.yaml: extends: 'nowhere': no file .*nowhere\.yaml"):
+        load_config(path=missing)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda r: r["vllm"].update(kv_cache_bytes=None),
+     r"vllm\.kv_cache_bytes: required when harvest\.backend is vllm on compute\.device cpu"),
+    (lambda r: r["embedded"].update(head_dim=16),
+     r"embedded\.head_dim: 16 is not one vLLM's CPU attention backend supports \[32, 64"),
+    (lambda r: r["vllm"].update(gpu_memory_utilization=1.5), r"vllm\.gpu_memory_utilization must be in \(0, 1\]"),
+    (lambda r: r["vllm"].update(max_model_len=0), r"vllm\.max_model_len must be >= 1"),
+])
+def test_the_vllm_section_is_checked_where_vllm_runs(tmp_path, edit, message):
+    def on_vllm(raw):
+        raw["harvest"]["backend"] = "vllm"
+        raw["model"]["architecture"] = "qwen3"
+        edit(raw)
+
+    with pytest.raises(ConfigError, match=message):
+        load_config(path=variant_config(tmp_path, on_vllm))
+    load_config(path=variant_config(tmp_path, edit))  # the Transformers backend does not read the section

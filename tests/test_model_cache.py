@@ -105,11 +105,11 @@ def test_the_committed_seed_is_the_smoke_profile_current_model(smoke_run):
 
     from apsft_dagster.core.embedded.cache import _read_entry, profile_key
 
-    key = profile_key(load_config("smoke"))
-    assert sorted(p.name for p in MODEL_SEED.iterdir()) == [key], (
-        "the smoke model's cache key moved (build code, the smoke config's model sections or a library version "
+    key, lane_key = profile_key(load_config("smoke")), profile_key(load_config("smoke_vllm"))
+    assert sorted(p.name for p in MODEL_SEED.iterdir()) == sorted([key, lane_key]), (
+        "a smoke model's cache key moved (build code, the smoke configs' model sections or a library version "
         "changed): run `.venv/bin/python scripts/refresh_model_seed.py` and commit tests/model_seed")
-    assert _read_entry(MODEL_SEED / key, print) is not None
+    assert _read_entry(MODEL_SEED / key, print) is not None and _read_entry(MODEL_SEED / lane_key, print) is not None
     _, store = smoke_run
     seeded = {k: v for k, v in dir_digests(MODEL_SEED / key).items() if k != ENTRY}
     assert dir_digests(store.path(BASE_MODEL_DIR)) == seeded
