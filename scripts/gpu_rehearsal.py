@@ -272,7 +272,7 @@ def rehearse(tiny: bool, log=print) -> dict:
     result["merge"] = time_merge(str(snapshot), work / "adapter", work / "merged", log)
     result["transformers_generation"] = time_transformers_generation(config, str(snapshot), tasks, n, max_tokens, log)
     result["vllm"] = time_vllm(config, str(snapshot), tasks, n, max_tokens, lengths[0], log) if not tiny else \
-        {"measured": False, "reason": "--tiny runs on the CPU; the vLLM lane (tests/vllm) measures CPU vLLM"}
+        {"measured": False, "reason": "--tiny runs on the CPU; the vLLM lane (tests/vllm_lane) measures CPU vLLM"}
     result["seconds"] = time.perf_counter() - started
     result["feeds"] = {
         "training.tokens_per_s": "the budget gate's envelope (training.throughput_tokens_per_s in configs/full.yaml) "

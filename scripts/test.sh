@@ -7,4 +7,4 @@ bash scripts/setup.sh test
 bash scripts/setup.sh vllm
 .venv/bin/python -m pytest -q
 .venv/bin/python scripts/vllm_lane_model.py
-.venv-vllm/bin/python -m pytest -q tests/vllm
+.venv-vllm/bin/python -m pytest -q tests/vllm_lane

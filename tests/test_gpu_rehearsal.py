@@ -29,7 +29,7 @@ def test_the_tiny_rehearsal_measures_every_path(tmp_path):
     assert training["lora_pairs"] == result["merge"]["lora_pairs"] == result["merge"]["changed_tensors"] == 31
     generation = result["transformers_generation"]
     assert generation["new_tokens"] == 8 * 32 and generation["tokens_per_s"] > 0  # random weights never stop
-    assert result["vllm"]["measured"] is False and "tests/vllm" in result["vllm"]["reason"]
+    assert result["vllm"]["measured"] is False and "tests/vllm_lane" in result["vllm"]["reason"]
     assert set(result["feeds"]) >= {"training.tokens_per_s", "merge.seconds"}
 
 

@@ -1,5 +1,5 @@
 """The vLLM engine and instrument against a fake `vllm` module, on any machine (the vLLM lane,
-tests/vllm/, runs the real one in .venv-vllm).
+tests/vllm_lane/, runs the real one in .venv-vllm).
 
 The fake records what the code passes to `LLM`, `SamplingParams` and `TokensPrompt`, and answers
 with objects shaped like vLLM's RequestOutput / CompletionOutput: `prompt_logprobs` is a list whose

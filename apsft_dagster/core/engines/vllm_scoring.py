@@ -2,7 +2,7 @@
 
 Prefix caching is off so every prompt is computed as given; it is a fast instrument and so is
 used for bulk scoring only after the parity gate passes. The arithmetic (`prompt_logprob_sums`)
-is pure and tested against a fake `vllm` module; the vLLM lane (tests/vllm/) runs it for real.
+is pure and tested against a fake `vllm` module; the vLLM lane (tests/vllm_lane/) runs it for real.
 """
 
 from __future__ import annotations

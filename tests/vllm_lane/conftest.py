@@ -4,7 +4,7 @@ trains a model under vLLM's transformers. Every test is marked `vllm`. The lane 
 is skipped or none ran, and its summary prints how many ran, each engine's start and release, and
 the parity gate's receipt (also kept under the handover folder's receipts/).
 
-Run: .venv-vllm/bin/python -m pytest tests/vllm   (scripts/test.sh does, after the main suite)
+Run: .venv-vllm/bin/python -m pytest tests/vllm_lane   (scripts/test.sh does, after the main suite)
 """
 
 from __future__ import annotations
@@ -44,6 +44,15 @@ class Lane:
         path.parent.mkdir(exist_ok=True)
         path.write_text(json.dumps(doc, sort_keys=True, indent=1) + "\n")
         return path
+
+    def serve(self, model_dir: str, what: str):
+        """A module's one LLM (a `VllmEngine` on `model_dir`), its start and release recorded."""
+        from apsft_dagster.core.engines.vllm_engine import VllmEngine
+        from apsft_dagster.resources.generation import STOP_TOKENS
+
+        engine = VllmEngine(model_dir, STOP_TOKENS, self.config.compute, self.config.vllm)
+        yield engine
+        self.record_engine(what, engine.start_s, engine.close())
 
     def record_engine(self, what: str, start_s: float, release_s: float) -> None:
         self.engines.append({"engine": what, "start_s": round(start_s, 2), "release_s": round(release_s, 2)})

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from apsft_dagster.core.engines.transformers_engine import TransformersEngine
-from apsft_dagster.core.engines.vllm_engine import VllmEngine
 from apsft_dagster.core.tasks.splits import build_catalog
 from apsft_dagster.core.training.probe import compare, greedy_outputs, probe_prompts
 from apsft_dagster.resources.generation import STOP_TOKENS
@@ -16,9 +15,7 @@ from apsft_dagster.resources.generation import STOP_TOKENS
 
 @pytest.fixture(scope="module")
 def served(lane):
-    engine = VllmEngine(lane.merged, STOP_TOKENS, lane.config.compute, lane.config.vllm)
-    yield engine
-    lane.record_engine("merged policy (test_vllm_merged)", engine.start_s, engine.close())
+    yield from lane.serve(lane.merged, "merged policy (test_vllm_merged)")
 
 
 @pytest.fixture(scope="module")

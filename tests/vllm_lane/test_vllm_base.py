@@ -9,7 +9,6 @@ import pytest
 from apsft_dagster.core.engines.base import GenerationRequest
 from apsft_dagster.core.engines.lifetime import load_causal_lm
 from apsft_dagster.core.engines.transformers_engine import TransformersEngine
-from apsft_dagster.core.engines.vllm_engine import VllmEngine
 from apsft_dagster.core.engines.vllm_scoring import VllmInstrument
 from apsft_dagster.core.instruments import ReferenceInstrument
 from apsft_dagster.core.protocol import format_answer, format_prompt, prompt_ids
@@ -22,9 +21,7 @@ SCORE_TOLERANCE = 1e-4  # nats per summed span: float32 on both sides, different
 
 @pytest.fixture(scope="module")
 def engine(lane):
-    engine = VllmEngine(lane.base, STOP_TOKENS, lane.config.compute, lane.config.vllm)
-    yield engine
-    lane.record_engine("base model (test_vllm_base)", engine.start_s, engine.close())
+    yield from lane.serve(lane.base, "base model (test_vllm_base)")
 
 
 @pytest.fixture(scope="module")
