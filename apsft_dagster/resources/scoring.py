@@ -5,7 +5,8 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import PrivateAttr
 
-from apsft_dagster.core.engines.lifetime import free_memory, load_causal_lm, require_device
+from apsft_dagster.core.engines.lifetime import load_causal_lm, require_device
+from apsft_dagster.core.engines.memory import free_memory
 from apsft_dagster.core.model_dir import base_model_path
 from apsft_dagster.resources.experiment import ExperimentResource
 

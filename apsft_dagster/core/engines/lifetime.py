@@ -11,7 +11,6 @@ from collections.abc import Sequence
 
 from apsft_dagster.core.config import Compute, Vllm
 from apsft_dagster.core.engines.base import GenerationEngine
-from apsft_dagster.core.engines.memory import free_memory  # noqa: F401  re-exported: the resources' import
 from apsft_dagster.core.errors import DeviceError
 
 
@@ -43,14 +42,12 @@ def require_device(compute: Compute, stage: str, profile: str) -> None:
 
 
 def load_generation_engine(path: str, backend: str, compute: Compute, stop_tokens: Sequence[str],
-                           engine: Vllm | None = None) -> GenerationEngine:
-    """`engine`: the profile's `vllm` section, required when `backend` is vllm."""
+                           vllm: Vllm) -> GenerationEngine:
+    """`vllm`: the profile's `vllm` section, read when `backend` is vllm."""
     if backend == "vllm":
         from apsft_dagster.core.engines.vllm_engine import VllmEngine
 
-        if engine is None:
-            raise ValueError("load_generation_engine: backend vllm needs the profile's vllm section (engine=config.vllm)")
-        return VllmEngine(path, stop_tokens, compute, engine)
+        return VllmEngine(path, stop_tokens, compute, vllm)
     from apsft_dagster.core.engines.transformers_engine import TransformersEngine
 
     return TransformersEngine.load(path, stop_tokens, compute.device, compute.dtype)
