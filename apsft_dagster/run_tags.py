@@ -1,4 +1,4 @@
-"""Run tags that place a stage's runs on a team's cluster: engine stages ask Kubernetes for GPUs.
+"""Run tags: one run over a range of partitions, and engine stages asking Kubernetes for GPUs.
 
 dagster-k8s reads `dagster-k8s/config` from a run's tags and merges it into the run's pod
 (deploy/k8s/dagster.yaml); other launchers ignore it. The GPU count and the node label come from
@@ -32,3 +32,8 @@ def gpu_run_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
                             "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]},
     }
     return {K8S_CONFIG_TAG: json.dumps(config, sort_keys=True)}
+
+
+def single_run_tags(keys: list[str]) -> dict[str, str]:
+    """Run tags that make one run cover the key range first..last (a single-run backfill)."""
+    return {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}

@@ -1,4 +1,4 @@
-"""The one stage runner: `apsft run` and the tests run the stages (stages.STAGES) through it.
+"""The one stage runner: every wing's stages run through it (`apsft run`, the sibling commands, the tests).
 
 Each stage is one job; a partitioned stage runs its selected partitions as single runs over
 contiguous key ranges. A stage stops the sequence when a run fails or a check fails. Outcomes
@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,13 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import dagster as dg
-from dagster._core.events import DagsterEventType
 
 from apsft_dagster.core.alerts import deliver
-from apsft_dagster.partitions import single_run_tags
+from apsft_dagster.run_recovery import PROCESS_TAG, release_abandoned, this_process
+from apsft_dagster.run_tags import single_run_tags
 from apsft_dagster.sensors import RUNNER_TAG
 from apsft_dagster.sensors.rules import run_alerts
-from apsft_dagster.stages import STAGES, Stage
+from apsft_dagster.stage import Stage
 
 
 @dataclass
@@ -60,8 +59,8 @@ def key_ranges(keys: Sequence[str], all_keys: Sequence[str]) -> list[list[str]]:
     return ranges
 
 
-def select_stages(start: str | None = None, stop: str | None = None, stages: Sequence[Stage] = STAGES) -> list[Stage]:
-    """The stages from `start` through `stop` (both inclusive; default: all)."""
+def select_stages(stages: Sequence[Stage], start: str | None = None, stop: str | None = None) -> list[Stage]:
+    """A wing's stages from `start` through `stop` (both inclusive; default: all)."""
     names = [s.job for s in stages]
     for flag, name in (("--from", start), ("--to", stop)):
         if name is not None and name not in names:
@@ -72,7 +71,7 @@ def select_stages(start: str | None = None, stop: str | None = None, stages: Seq
     return list(stages[first:last + 1])
 
 
-def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Sequence[Stage] = STAGES, *,
+def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Sequence[Stage], *,
                partition_keys: dict[str, list[str]] | None = None, isolate: Callable[[Stage], bool] = lambda s: False,
                origin=None, verbose: bool = False, alert: bool = True,
                on_stage: Callable[[StageOutcome], None] = lambda o: None) -> list[StageOutcome]:
@@ -105,63 +104,13 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
     return outcomes
 
 
-PROCESS_TAG = "apsft/process"  # host:pid:start time of the process that executes the run
-
-
-def this_process(pid: int | None = None) -> str:
-    pid = os.getpid() if pid is None else pid
-    return f"{socket.gethostname()}:{pid}:{_start_ticks(pid)}"
-
-
-def _start_ticks(pid: int) -> str:
-    """The process's start time in clock ticks since boot (Linux), so a reused pid is not taken for it."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return "?"
-
-
-def _gone(process: str) -> bool:
-    """True when the tagged process ran on this host and no longer exists (a pid now held by a
-    process that started at another time is another process). Other hosts: unknown, so False."""
-    host, _, rest = process.partition(":")
-    pid, _, ticks = rest.partition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    if ticks == "?":  # no /proc when it was tagged (not Linux): whether the pid exists is all there is
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-        return False
-    return _start_ticks(int(pid)) != ticks
-
-
-def release_abandoned(instance: dg.DagsterInstance) -> list[str]:
-    """Runs a killed `apsft run` left unfinished are marked failed and their pool slots freed.
-
-    With a pool limit (the `gpu` pool) a killed run would otherwise keep its slot claimed and the
-    next run's GPU step would wait for it forever. Only runs tagged with a process of this host
-    that is gone are touched, plus finished runs that still hold slots; a team instance's daemon
-    does the same across hosts (deploy/dagster.yaml, run_monitoring)."""
-    from dagster._core.storage.dagster_run import RunsFilter
-
-    unfinished = instance.get_runs(filters=RunsFilter(statuses=[dg.DagsterRunStatus.STARTED,
-                                                                 dg.DagsterRunStatus.STARTING]))
-    holders = {r.run_id: r for r in unfinished if _gone(r.tags.get(PROCESS_TAG, ""))}
-    for run_id in instance.event_log_storage.get_concurrency_run_ids():
-        run = instance.get_run_by_id(run_id)
-        if run is None or run.is_finished:
-            holders[run_id] = run
-    for run_id, run in sorted(holders.items()):
-        if run is not None and not run.is_finished:
-            instance.report_run_failed(run, "the process running it is gone (killed); `apsft run` marked it "
-                                            "failed and freed its pool slots")
-        instance.event_log_storage.free_concurrency_slots_for_run(run_id)
-    return sorted(holders)
+def run_partition(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Sequence[Stage], partitions: str,
+                  key: str, **options) -> list[StageOutcome]:
+    """A sibling wing's stages for one key of its dynamic partitions `partitions` (added to the
+    instance if new, so the UI lists it); `options` as for `run_stages`."""
+    instance.add_dynamic_partitions(partitions, [key])  # a key already there is left as it is
+    keys = {s.job: [key] for s in stages if isinstance(s.partitions_def, dg.DynamicPartitionsDefinition)}
+    return run_stages(defs, instance, stages, partition_keys=keys, **options)
 
 
 def check_partition_keys(stages: Sequence[Stage], keys: dict[str, list[str]]) -> None:
@@ -203,9 +152,10 @@ def _run_config(verbose: bool) -> dict:
 def workspace_origin(workspace_yaml: str = "workspace.yaml"):
     """The code location `apsft ui` loads (workspace.yaml): runs that carry its origin show under
     their jobs and on the timeline, and its sensors see them. None when there is no workspace file."""
+    # private: no public API reads a workspace file into code location origins (the UI's own loader)
     from dagster._core.workspace.load import location_origins_from_yaml_paths
 
-    from apsft_dagster.core.config import PROJECT_ROOT
+    from apsft_dagster.core.paths import PROJECT_ROOT
 
     path = PROJECT_ROOT / workspace_yaml
     return location_origins_from_yaml_paths([str(path)])[0] if path.is_file() else None
@@ -219,6 +169,8 @@ def _execute(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, tags:
         result = defs.resolve_job_def(job).execute_in_process(
             instance=instance, tags=tags, run_config=_run_config(verbose), raise_on_error=False)
         return result.run_id
+    # private: execute_in_process cannot give a run a code location's origin, and only such runs show
+    # under their job in the UI and reach its sensors; these three create and execute one that has it
     from dagster._core.definitions.job_base import InMemoryJob
     from dagster._core.execution.api import execute_run
     from dagster._core.remote_origin import RemoteRepositoryOrigin
@@ -246,10 +198,10 @@ def _execute_in_child(defs: dg.Definitions, job: str, instance: dg.DagsterInstan
 def _collect(instance: dg.DagsterInstance, run_id: str, outcome: StageOutcome) -> None:
     outcome.run_ids.append(run_id)
     outcome.success &= instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
-    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
         e = entry.dagster_event.asset_check_evaluation_data
         outcome.checks.append((e.asset_key.to_user_string(), e.check_name, e.passed))
-    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION):
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
         m = entry.dagster_event.event_specific_data.materialization
         key = m.asset_key.to_user_string()
         outcome.materialized[key] = outcome.materialized.get(key, 0) + 1

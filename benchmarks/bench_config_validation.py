@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from apsft_dagster.core.config import CONFIG_DIR
+from apsft_dagster.core.paths import CONFIG_DIR
 
 
 def _time(cmd: list[str], runs: int = 5) -> float:

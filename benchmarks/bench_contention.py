@@ -67,8 +67,10 @@ def main() -> int:
     for job in quiet:
         if job in busy:
             print(f"{job:32} {quiet[job]:9.1f} {busy[job]:9.1f} {busy[job] / max(quiet[job], 1e-9):7.2f}x")
-    print(f"{'apsft run (wall)':32} {quiet_wall:9.1f} {busy_wall:9.1f} {busy_wall / quiet_wall:7.2f}x  (target <= 1.5x)")
-    print(f"artifacts byte-identical quiet vs busy: {quiet_digest == busy_digest} ({quiet_digest[0]} receipts compared)")
+    print(f"{'apsft run (wall)':32} {quiet_wall:9.1f} {busy_wall:9.1f} {busy_wall / quiet_wall:7.2f}x"
+          "  (target <= 1.5x)")
+    print(f"artifacts byte-identical quiet vs busy: {quiet_digest == busy_digest} "
+          f"({quiet_digest[0]} receipts compared)")
     return 0 if busy_wall / quiet_wall <= 1.5 and quiet_digest == busy_digest else 1
 
 

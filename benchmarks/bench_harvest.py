@@ -20,7 +20,7 @@ import torch
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.engines.transformers_engine import TransformersEngine
 from apsft_dagster.core.harvest import HarvestTask, harvest_task
-from apsft_dagster.core.model_dir import base_model_path
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.protocol import format_prompt
 from apsft_dagster.core.seeds import derive_seed
@@ -34,7 +34,8 @@ def main() -> None:
     engine = TransformersEngine.load(str(base_model_path(config, store)), STOP_TOKENS)
     tok, cfg = engine.tokenizer, config.harvest
     catalog = store.get_parquet("task_catalog.parquet").filter(pl.col("split") == "train").sort("task_id")
-    tasks = [HarvestTask(r["task_id"], r["family"], r["level"], r["prompt"], r["answer"]) for r in catalog.iter_rows(named=True)]
+    tasks = [HarvestTask(r["task_id"], r["family"], r["level"], r["prompt"], r["answer"])
+             for r in catalog.iter_rows(named=True)]
 
     def bare() -> int:
         tokens = 0

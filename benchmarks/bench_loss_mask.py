@@ -103,7 +103,8 @@ def main() -> None:
     started = time.perf_counter()
     rows = write_file(path, args.mb, args.shape) if not path.exists() else sum(1 for _ in open(path, "rb"))
     size = path.stat().st_size / 1024 / 1024
-    print(f"file {path} ({args.shape} shape): {size:.0f} MB, {rows:,} rows (ready in {time.perf_counter() - started:.0f} s)")
+    print(f"file {path} ({args.shape} shape): {size:.0f} MB, {rows:,} rows "
+          f"(ready in {time.perf_counter() - started:.0f} s)")
     reasons = measure("census", path, {})["reasons"]  # what the builds must mask
     w = args.workers
     best = best_of({"parse": lambda: measure("parse", path, {}),

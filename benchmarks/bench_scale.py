@@ -111,7 +111,8 @@ def main() -> int:
     os.environ["APSFT_MODEL_DIR"] = str(model_dir)  # `full` insists on a model directory; none is loaded
     config = load_config("full")
     start = time.perf_counter()
-    store = build_store(root / "store", config) if not (root / "store" / "evidence_seal.json").exists() else Store(root / "store")
+    store = (build_store(root / "store", config) if not (root / "store" / "evidence_seal.json").exists()
+             else Store(root / "store"))
     print(f"synthetic store: {time.perf_counter() - start:.1f} s")
 
     task_ids = train_task_ids(config)
@@ -134,7 +135,8 @@ def main() -> int:
         print(f"audit {audit.name}: {seconds * 1000:.0f} ms, {result.height} rows (target <= 1 s)")
 
     seal(store, config)
-    files = sorted(str(p) for bank in (TRACE_BANK, SCORE_BANK, R1_BANK) for p in store.path(f"{bank}/shards").glob("*.parquet"))
+    files = sorted(str(p) for bank in (TRACE_BANK, SCORE_BANK, R1_BANK)
+                   for p in store.path(f"{bank}/shards").glob("*.parquet"))
     size = sum(os.path.getsize(f) for f in files)
     one, _ = best_of(lambda: subprocess.run(["sha256sum", *files], check=True, capture_output=True))
     cores = os.cpu_count() or 1

@@ -15,7 +15,7 @@ import polars as pl
 import torch
 
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.model_dir import base_model_path
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.protocol import BOUNDARY, format_answer, format_prompt, locate_spans
 from apsft_dagster.core.scoring import score_trace
@@ -52,7 +52,8 @@ def main() -> None:
     answers = dict(store.get_parquet("task_catalog.parquet").select("task_id", "answer").iter_rows())
     traces = pl.concat([store.get_parquet(p.relative_to(store.root).as_posix())
                         for p in sorted((store.root / "trace_bank" / "shards").glob("*.parquet"))]).filter("eligible")
-    items = [(format_prompt(catalog[t]), z, format_answer(answers[t])) for t, z in traces.select("task_id", "thought").iter_rows()]
+    items = [(format_prompt(catalog[t]), z, format_answer(answers[t]))
+             for t, z in traces.select("task_id", "thought").iter_rows()]
     tokens = sum(len(locate_spans(tok, *item).input_ids) for item in items)
     rates = {}
     for name, fn in (("bare", bare), ("scorer", score_trace), ("naive", naive)) * 2:
@@ -60,7 +61,8 @@ def main() -> None:
         for item in items:
             fn(model, tok, *item)
         rates[name] = max(rates.get(name, 0.0), tokens / (time.perf_counter() - start))
-    print(f"model {config.model.name}, {len(items)} traces, {tokens / len(items):.0f} tokens per scored sequence, vocab {len(tok)}")
+    print(f"model {config.model.name}, {len(items)} traces, {tokens / len(items):.0f} tokens per scored sequence, "
+          f"vocab {len(tok)}")
     for name, rate in rates.items():
         print(f"{name:>7}: {rate:,.0f} tokens/s (best of 2)")
     print(f"scorer / bare forward: {rates['scorer'] / rates['bare']:.3f} (target >= 0.85)")

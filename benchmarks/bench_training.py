@@ -82,15 +82,17 @@ def main() -> None:
     full = _full_envelope()
     lo, hi = full["low"], full["high"]
     print(f"full matrix ({REGISTERED_FORWARD_TOKENS:,} forward tokens): {REGISTERED_FORWARD_TOKENS / hi / 3600:.2f}-"
-          f"{REGISTERED_FORWARD_TOKENS / lo / 3600:.2f} device-hours at the full envelope {lo:,.0f}-{hi:,.0f} tokens/s; "
-          f"{REGISTERED_FORWARD_TOKENS / (hi * ratio) / 3600:.2f}-{REGISTERED_FORWARD_TOKENS / (lo * ratio) / 3600:.2f} "
+          f"{REGISTERED_FORWARD_TOKENS / lo / 3600:.2f} device-hours at the full envelope "
+          f"{lo:,.0f}-{hi:,.0f} tokens/s; "
+          f"{REGISTERED_FORWARD_TOKENS / (hi * ratio) / 3600:.2f}-"
+          f"{REGISTERED_FORWARD_TOKENS / (lo * ratio) / 3600:.2f} "
           "with the measured loss-step ratio applied")
 
 
 def _full_envelope() -> dict:
     import yaml
 
-    from apsft_dagster.core.config import CONFIG_DIR
+    from apsft_dagster.core.paths import CONFIG_DIR
 
     return yaml.safe_load((CONFIG_DIR / "full.yaml").read_text())["training"]["throughput_tokens_per_s"]
 

@@ -276,7 +276,8 @@ def rehearse(tiny: bool, log=print) -> dict:
     result["seconds"] = time.perf_counter() - started
     result["feeds"] = {
         "training.tokens_per_s": "the budget gate's envelope (training.throughput_tokens_per_s in configs/full.yaml) "
-                                 "and, with the SFT manifest's forward tokens, the projected device-hours of the matrix",
+                                 "and, with the SFT manifest's forward tokens, "
+                                 "the projected device-hours of the matrix",
         "scoring.*": "the reference scoring's device-hours for the bank (eligible traces x 2 passes)",
         "transformers_generation / vllm.generation": "harvest, rollouts and evaluation device-hours",
         "merge.seconds": "per-policy merge time of merged_models"}

@@ -49,7 +49,8 @@ def main() -> int:
             continue
         started = time.perf_counter()
         report = build_entry(config, prompts, SEEDS / key, lambda message: print(message, flush=True))
-        print(f"{profile}: seed {key[:12]}: {report['parameters']:,} parameters, final loss {report['final_loss']:.3f}, "
+        print(f"{profile}: seed {key[:12]}: {report['parameters']:,} parameters, "
+              f"final loss {report['final_loss']:.3f}, "
               f"built in {time.perf_counter() - started:.0f} s -> {SEEDS / key}")
     return 0
 

@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from apsft_dagster.core.config import PROJECT_ROOT, load_config
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.embedded.cache import seed_cache
 from apsft_dagster.core.paths import state_dir
 from apsft_dagster.core.store import dir_digests, fingerprint

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT
 from conftest import free_port
 
 INSTALL = "apt-get install chromium chromium-driver"
@@ -56,8 +56,9 @@ def chromium(width: int = 1600, height: int = 1200):
 
 def alive(port: int) -> list[int]:
     """Every process in the group of the `dagster dev` serving `port` (webserver, daemon, code servers)."""
-    table = [line.split(None, 2) for line in subprocess.run(["ps", "-ww", "-eo", "pid=,pgid=,args="], capture_output=True,
-                                                              text=True).stdout.splitlines()]
+    table = [line.split(None, 2)
+             for line in subprocess.run(["ps", "-ww", "-eo", "pid=,pgid=,args="], capture_output=True,
+                                        text=True).stdout.splitlines()]
     groups = {int(pgid) for pid, pgid, args in table if "dagster dev" in args and f"-p {port}" in args}
     return [int(pid) for pid, pgid, _ in table if int(pgid) in groups]
 

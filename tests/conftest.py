@@ -47,7 +47,7 @@ def variant_config(tmp_path, edit, base: str = "smoke") -> Path:
     """A copy of a profile with `edit(raw_dict)` applied, written to tmp_path/variant.yaml."""
     import yaml
 
-    from apsft_dagster.core.config import CONFIG_DIR
+    from apsft_dagster.core.paths import CONFIG_DIR
 
     raw = yaml.safe_load((CONFIG_DIR / f"{base}.yaml").read_text())
     edit(raw)
@@ -65,20 +65,17 @@ def smoke_resources(store_dir, **experiment_fields):
 
 
 def smoke_definitions(store_dir, **experiment_fields) -> dg.Definitions:
-    """The project's assets and stage jobs over a test store (no sensors)."""
-    from apsft_dagster.stages import ASSETS, JOBS
+    """Every wing's assets, stage jobs and sensors over a test store (no alert sensors)."""
+    from apsft_dagster.definitions import WINGS
 
-    return dg.Definitions(assets=ASSETS, jobs=JOBS, resources=smoke_resources(store_dir, **experiment_fields))
+    return dg.Definitions.merge(*WINGS, dg.Definitions(resources=smoke_resources(store_dir, **experiment_fields)))
 
 
 def run_partition(store_dir, stages, partitions: str, key: str):
     """A sibling group's stages for one dynamic partition `key` (added to a fresh ephemeral instance)."""
-    from apsft_dagster.runner import run_stages
+    from apsft_dagster.runner import run_partition as run
 
-    instance = dg.DagsterInstance.ephemeral()
-    instance.add_dynamic_partitions(partitions, [key])
-    return run_stages(smoke_definitions(store_dir), instance, stages, partition_keys={stages[0].job: [key]},
-                      alert=False)
+    return run(smoke_definitions(store_dir), dg.DagsterInstance.ephemeral(), stages, partitions, key, alert=False)
 
 
 class StageRuns:
@@ -113,11 +110,11 @@ def smoke_run(tmp_path_factory):
     each asset of a multi-asset stage by its own name."""
     from apsft_dagster.core.store import Store
     from apsft_dagster.runner import run_stages
-    from apsft_dagster.stages import STAGES
+    from apsft_dagster.experiment.stages import STAGES
 
     store_dir = tmp_path_factory.mktemp("smoke_store")
     instance = dg.DagsterInstance.ephemeral()
-    outcomes = run_stages(smoke_definitions(store_dir), instance, alert=False)
+    outcomes = run_stages(smoke_definitions(store_dir), instance, STAGES, alert=False)
     assert [o.job for o in outcomes] == [s.job for s in STAGES] and all(o.ok for o in outcomes), outcomes
     results = {}
     for stage, outcome in zip(STAGES, outcomes):
@@ -134,7 +131,7 @@ def cli_run(tmp_path_factory):
     import os
     import subprocess
 
-    from apsft_dagster.core.config import PROJECT_ROOT
+    from apsft_dagster.core.paths import PROJECT_ROOT
     from apsft_dagster.core.store import Store
 
     state, store_dir = tmp_path_factory.mktemp("cli_state"), tmp_path_factory.mktemp("cli_store")

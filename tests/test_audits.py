@@ -13,6 +13,7 @@ from apsft_dagster.core.errors import AuditError
 from apsft_dagster.core.layout import AUDIT_DATABASE, TASK_CATALOG, TRACE_BANK, arm_rows, shard_file
 from apsft_dagster.core.selection import ARMS
 from apsft_dagster.core.store import Store
+from apsft_dagster.experiment.stages import STAGES
 
 EXEMPT = "exempt (success_rft)"
 
@@ -73,7 +74,8 @@ def test_asset_dependencies_follow_the_sql():
 def audited(smoke_run):
     _, store = smoke_run
     rows = pl.concat([store.get_parquet(arm_rows(a)) for a in ARMS], how="diagonal_relaxed")
-    return store, {a.name: run_audit(a, store) for a in discover() if a.group == "experiment"}, rows
+    experiment = {a.key.to_user_string() for stage in STAGES for a in stage.assets}
+    return store, {a.name: run_audit(a, store) for a in discover() if set(a.assets) <= experiment}, rows
 
 
 def test_mode_counts_match_polars(audited):
@@ -91,7 +93,8 @@ def test_cell_balance_reports_short_success_cells_as_exempt_not_balanced(audited
     assert balance.height == len(ARMS) * 9  # every arm x every train cell, empty ones included
     assert (balance.filter(pl.col("arm") != "success_rft")["status"] == "balanced").all()
     success = balance.filter(pl.col("arm") == "success_rft")
-    short = success.filter((pl.col("tasks") < pl.col("catalog_tasks")) | (pl.col("rows") != 2 * pl.col("catalog_tasks")))
+    short = success.filter((pl.col("tasks") < pl.col("catalog_tasks"))
+                           | (pl.col("rows") != 2 * pl.col("catalog_tasks")))
     assert not short["balanced"].any() and (short["status"] == EXEMPT).all()
 
 
@@ -148,7 +151,8 @@ def test_funnel_support_dose_and_parity_match_the_artifacts(audited):
     assert support["successful_traces_in_bank"] == labels["success"].sum()
     manifest = {e["arm"]: e for e in store.get_json("sft_manifest.json")["arms"]}
     for arm, n, thought, forward, *_ in results["arm_dose"].iter_rows():
-        assert (n, thought, forward) == (manifest[arm]["rows"], manifest[arm]["thought_tokens"], manifest[arm]["forward_tokens"])
+        assert (n, thought, forward) == (manifest[arm]["rows"], manifest[arm]["thought_tokens"],
+                                         manifest[arm]["forward_tokens"])
     parity = store.get_json("parity_gate.json")
     assert {m: v for m, v, *_ in results["parity_residuals"].iter_rows()} == parity["metrics"]
     assert {m: v for m, _, v, *_ in results["parity_residuals"].iter_rows()} == parity["means"]
@@ -181,3 +185,63 @@ def test_cli_runs_every_audit_and_skips_those_whose_inputs_are_not_there(audited
     assert "== arm_dose (arm_dose.sql)" in out
     assert main(["audit", "lm_reason_combinations", "--store", str(copy)]) == 2
     assert "materialize `lm_census` first" in capsys.readouterr().err
+
+
+def _audit_file(tmp_path, name: str, sql: str):
+    path = tmp_path / f"{name}.sql"
+    path.write_text(sql)
+    return load_audit(path)
+
+
+def test_an_audit_over_evaluation_runs_after_evaluation(audited, tmp_path):
+    """A throwaway audit over stage_a_eval joins the first audit-hosting stage after stage_a_eval_job
+    (not sft_manifest_and_audits_job, where its inputs would not exist yet) and runs there."""
+    from conftest import smoke_resources
+
+    from apsft_dagster.assets.audits import place_audits
+    from apsft_dagster.experiment.stages import PLAN
+    from apsft_dagster.runner import run_stages
+    from apsft_dagster.stage import stage_assets, stage_jobs
+
+    store, _, _ = audited
+    audit = _audit_file(tmp_path, "eval_accuracy", "-- accuracy per policy and split\n"
+                        "select policy, split, avg(correct::int) as accuracy, count(*) as tasks from stage_a_eval "
+                        "group by policy, split order by policy, split")
+    assert audit.assets == ["stage_a_eval"]
+    stages = place_audits(PLAN, [audit])
+    jobs = [s.job for s in stages]
+    [host] = [s.job for s in stages if "audit_eval_accuracy" in {a.key.to_user_string() for a in s.assets}]
+    assert host == "stage_a_analysis_job" and jobs.index(host) > jobs.index("stage_a_eval_job")
+    copy = Store(tmp_path / "store")
+    import shutil
+
+    shutil.copytree(store.root, copy.root)
+    chosen = [s for s in stages if s.job in ("stage_a_eval_job", host)]
+    defs = dg.Definitions(assets=stage_assets(stages), jobs=stage_jobs(chosen), resources=smoke_resources(copy.root))
+    outcomes = run_stages(defs, dg.DagsterInstance.ephemeral(), chosen, alert=False)
+    assert [o.job for o in outcomes] == ["stage_a_eval_job", host] and all(o.ok for o in outcomes), outcomes
+    assert outcomes[1].materialized["audit_eval_accuracy"] == 1
+    result = run_audit(audit, copy)
+    tables = pl.concat([copy.get_parquet(f"stage_a_eval/{p}.parquet") for p in result["policy"].unique().sort()])
+    expected = (tables.group_by("policy", "split").agg(pl.col("correct").cast(pl.Float64).mean().alias("accuracy"),
+                                                       pl.len().alias("tasks")).sort("policy", "split"))
+    assert result.height == expected.height > 0
+    assert result["accuracy"].to_list() == pytest.approx(expected["accuracy"].to_list())
+    assert result["tasks"].to_list() == expected["tasks"].to_list()
+
+
+def test_audits_are_placed_once_and_refused_when_they_cannot_be(tmp_path):
+    from apsft_dagster.assets.audits import place_audits
+    from apsft_dagster.experiment.stages import PLAN
+    from apsft_dagster.loss_mask.stages import LOSS_MASK_STAGES
+    from apsft_dagster.run_report.stages import RUN_REPORT_STAGES
+
+    placed = [a.key.to_user_string() for stages in (STAGES, LOSS_MASK_STAGES, RUN_REPORT_STAGES)
+              for s in stages for a in s.assets if a.key.to_user_string().startswith("audit_")]
+    assert sorted(placed) == sorted(f"audit_{a.name}" for a in discover())  # every audit in exactly one wing
+    across = _audit_file(tmp_path, "across", "select * from sft_rows join lm_census using (dataset)")
+    with pytest.raises(AuditError, match="across.sql: reads .*lm_census.* from another system"):
+        place_audits(PLAN, [across])
+    late = _audit_file(tmp_path, "late", "select * from sft_rows")
+    with pytest.raises(AuditError, match="late.sql: its inputs are written by sft_arms_job, after every stage"):
+        place_audits([s for s in PLAN if not s.hosts_audits], [late])

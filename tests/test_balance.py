@@ -11,7 +11,8 @@ SPLIT = Split(families=["caravan", "runeward"], levels=[1], per_cell=2, total=4)
 
 def _rows(arm: str, tasks: dict[str, int]) -> list[dict]:
     """`tasks`: task id ("caravan-L1-000") -> number of rows."""
-    return [{"arm": arm, "task_id": t, "family": t.split("-")[0], "level": 1} for t, n in tasks.items() for _ in range(n)]
+    return [{"arm": arm, "task_id": t, "family": t.split("-")[0], "level": 1}
+            for t, n in tasks.items() for _ in range(n)]
 
 
 def test_cell_problems_counts_missing_short_and_undeclared_cells():

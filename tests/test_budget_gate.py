@@ -86,7 +86,7 @@ def test_the_smoke_budget_decision_does_not_move_beside_a_busy_core(smoke_run):
     import sys
 
     from apsft_dagster.core.engines.lifetime import require_device
-    from apsft_dagster.core.model_dir import base_model_path
+    from apsft_dagster.core.base_model import base_model_path
     from apsft_dagster.core.training.gate import verified_manifest
     from apsft_dagster.core.training.policy import warmup_tokens_per_s
 

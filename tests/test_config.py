@@ -4,7 +4,8 @@ import sys
 
 import pytest
 
-from apsft_dagster.core.config import load_config, model_dir
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.errors import ConfigError
 from conftest import variant_config
 
@@ -13,18 +14,21 @@ def test_full_profile_carries_the_seed_numbers(tmp_path, monkeypatch):
     (tmp_path / "config.json").write_text("{}")
     monkeypatch.setenv("APSFT_MODEL_DIR", str(tmp_path))
     c = load_config("full")
-    assert [c.tasks.train.total, c.tasks.core_iid.total, c.tasks.core_hard.total, c.tasks.held_family.total] == [360, 180, 60, 60]
+    assert [c.tasks.train.total, c.tasks.core_iid.total, c.tasks.core_hard.total,
+            c.tasks.held_family.total] == [360, 180, 60, 60]
     assert c.tasks.train.per_cell == 40 and c.harvest.samples_per_task == 64
     assert (c.harvest.sampling.temperature, c.harvest.sampling.top_p, c.harvest.sampling.top_k) == (1.0, 0.95, 20)
     assert (c.harvest.allowance, c.harvest.continuation, c.harvest.record_limit) == (12288, 2048, 16000)
     assert (c.harvest.topup_batches, c.harvest.topup_size) == (4, 16)
     assert (c.selection.top_k, c.selection.band, c.scoring.parity_threshold) == (12, 0.25, 0.15)
     assert (c.training.lora.rank, c.training.lora.alpha, c.training.lora.dropout) == (32, 64, 0.05)
-    assert (c.training.epochs, c.training.learning_rate, c.training.grad_accum, c.training.max_length) == (2, 2e-4, 16, 16000)
-    assert (c.training.loss_weights.prompt, c.training.loss_weights.thought, c.training.loss_weights.answer) == (0.0, 0.5, 1.0)
+    assert (c.training.epochs, c.training.learning_rate, c.training.grad_accum,
+            c.training.max_length) == (2, 2e-4, 16, 16000)
+    assert (c.training.loss_weights.prompt, c.training.loss_weights.thought,
+            c.training.loss_weights.answer) == (0.0, 0.5, 1.0)
     assert (c.seeds.experiment, c.seeds.replication, c.evaluation.bootstrap_resamples) == (42, 43, 10000)
     assert (c.stage_b.min_gain, c.stage_b.max_parse_rate_loss, c.stage_b.k_samples) == (0.03, 0.02, 8)
-    assert c.model.path == "models/Qwen3.5-4B" and model_dir(c) == tmp_path  # as written; found via the env
+    assert c.model.path == "models/Qwen3.5-4B" and local_model_dir(c) == tmp_path  # as written; found via the env
 
 
 def test_digest_is_canonical_and_sensitive(tmp_path):
@@ -35,9 +39,11 @@ def test_digest_is_canonical_and_sensitive(tmp_path):
 
 
 @pytest.mark.parametrize("edit, message", [
-    (lambda r: r["harvest"].update(samples_per_task="8"), r"harvest\.samples_per_task: Input should be a valid integer"),
+    (lambda r: r["harvest"].update(samples_per_task="8"),
+     r"harvest\.samples_per_task: Input should be a valid integer"),
     (lambda r: r["harvest"].update(temprature=1.0), r"harvest\.temprature: unknown key"),
-    (lambda r: r["tasks"]["train"].update(total=19), r"tasks\.train\.total is 19 but 3 families x 3 levels x per_cell 2 = 18"),
+    (lambda r: r["tasks"]["train"].update(total=19),
+     r"tasks\.train\.total is 19 but 3 families x 3 levels x per_cell 2 = 18"),
     (lambda r: r["tasks"]["held_family"].update(families=["caravan", "spindle"], total=24),
      r"held_family\.families must not share a family"),
     (lambda r: r["tasks"]["train"].update(families=["caravan", "dune"], total=12), r"unknown \['dune'\]"),
@@ -64,7 +70,8 @@ def test_cli_rejects_a_bad_config_before_writing_anything(tmp_path):
     bad = variant_config(tmp_path, lambda r: r["selection"].update(top_k=1.5))
     store, home = tmp_path / "store", tmp_path / "home"
     env = {**os.environ, "APSFT_STATE_DIR": str(home)}
-    proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--config", str(bad), "--store", str(store)],
+    proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--config", str(bad),
+                           "--store", str(store)],
                           capture_output=True, text=True, env=env)
     assert proc.returncode == 2
     assert "selection.top_k: Input should be a valid integer" in proc.stderr
@@ -110,3 +117,23 @@ def test_the_vllm_section_is_checked_where_vllm_runs(tmp_path, edit, message):
     with pytest.raises(ConfigError, match=message):
         load_config(path=variant_config(tmp_path, on_vllm))
     load_config(path=variant_config(tmp_path, edit))  # the Transformers backend does not read the section
+
+
+def test_the_sibling_sections_are_optional_and_outside_the_digest(tmp_path, capsys):
+    """A profile without loss_mask and run_report is a valid experiment profile with the same
+    digest; the sibling systems then say which section they need, and the experiment's generation
+    audit falls back to the hack thresholds' defaults."""
+    from conftest import variant_config
+
+    from apsft_dagster.cli import main
+    from apsft_dagster.core.run_report.settings import HackThresholds, hack_thresholds
+
+    path = variant_config(tmp_path, lambda raw: (raw.pop("loss_mask"), raw.pop("run_report")))
+    bare, smoke = load_config(path=path), load_config("smoke")
+    assert bare.loss_mask is None and bare.run_report is None and bare.digest == smoke.digest
+    assert hack_thresholds(bare) == HackThresholds() and hack_thresholds(smoke) == smoke.run_report.thresholds
+    assert main(["loss-mask", "demo", "--config", str(path), "--store", str(tmp_path / "store")]) == 2
+    assert "no loss_mask section, which the loss-mask curation needs" in capsys.readouterr().err
+    assert main(["rl-report", "add", "r1", str(tmp_path), "--config", str(path), "--store", str(tmp_path / "s")]) == 2
+    assert "no run_report section, which the RL run report needs" in capsys.readouterr().err
+    assert not (tmp_path / "store").exists()

@@ -9,7 +9,7 @@ from apsft_dagster.core.config import load_config
 from apsft_dagster.core.selection import ARMS
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.definitions import defs
-from apsft_dagster.partitions import train_task_partitions
+from apsft_dagster.experiment.partitions import train_task_partitions
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "asset_graph.json"
 
@@ -27,7 +27,8 @@ def _graph_snapshot() -> dict:
             "partitions": type(spec.partitions_def).__name__ if spec.partitions_def else None,
             "checks": sorted(k.name for k in graph.asset_check_keys if k.asset_key == spec.key),
         }
-    return {"assets": assets, "jobs": sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))}
+    return {"assets": assets,
+            "jobs": sorted(j.name for j in defs.resolve_all_job_defs() if not j.name.startswith("__"))}
 
 
 def test_asset_graph_matches_snapshot():
@@ -38,7 +39,7 @@ def test_asset_graph_matches_snapshot():
 
 
 def test_definitions_load_with_resources_and_the_stage_jobs():
-    from apsft_dagster.stages import STAGES
+    from apsft_dagster.experiment.stages import STAGES
 
     assert [s.job for s in STAGES] == ["tasks_and_model_job", "trace_bank_job", "bank_and_parity_job",
                                             "score_bank_job", "score_bank_index_job", "r1_labels_job",
@@ -49,7 +50,8 @@ def test_definitions_load_with_resources_and_the_stage_jobs():
                                             "stage_b_generations_job", "stage_b_eval_job", "verdict_and_report_job"]
     assert defs.resolve_job_def("trace_bank_job").partitions_def == train_task_partitions
     assert defs.resolve_job_def("sft_arms_job").partitions_def.get_partition_keys() == list(ARMS)
-    assert sorted(s.name for s in defs.sensors) == ["asset_check_alert_sensor", "rl_inbox_sensor", "run_failure_alert_sensor"]
+    assert sorted(s.name for s in defs.sensors) == ["asset_check_alert_sensor", "rl_inbox_sensor",
+                                                    "run_failure_alert_sensor"]
     assert defs.resolve_job_def("tasks_and_model_job").partitions_def is None
     assert {"experiment", "generator"} <= set(defs.resources)
     assert isinstance(defs.resources["generator"], dg.ConfigurableResource)

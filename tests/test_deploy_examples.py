@@ -16,7 +16,7 @@ import yaml
 from dagster._core.instance.config import dagster_instance_config
 from dagster._serdes import ConfigurableClassData
 
-from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.run_tags import K8S_CONFIG_TAG, gpu_run_tags
 
 DEPLOY = PROJECT_ROOT / "deploy"

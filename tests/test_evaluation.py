@@ -70,7 +70,8 @@ def test_parsing_a_completion(tokenizer):
     assert no_line["closed"] and not no_line["parsed"] and not no_line["correct"]
     open_thought = parse("1 + 2 = 3 ANSWER: 3")  # an answer inside an unclosed thought does not count
     assert not open_thought["closed"] and not open_thought["parsed"]
-    assert open_thought["thought_tokens"] == len(tokenizer("1 + 2 = 3 ANSWER: 3", add_special_tokens=False)["input_ids"])
+    assert open_thought["thought_tokens"] == len(
+        tokenizer("1 + 2 = 3 ANSWER: 3", add_special_tokens=False)["input_ids"])
     assert parse("1 + 2 = 3\n" * 40)["loop"] and not ok["loop"]
 
 
@@ -111,7 +112,8 @@ def test_the_report_is_written_with_its_plots(smoke_run):
         assert final["final_verdict"] == verdict == "CORE_BANKING_NEGATIVE" and "not triggered" in text
         assert final["plan"]["reasons"]["answer_potential"] and final["plan"]["replication_policies"] == []
     for section in ("## Harvest funnel", "## Parity gate", "## Selection", "## Training", "## Stage A",
-                    "### Stage B trigger, condition by condition", "## Amendments and deviations", "## Artifact hashes"):
+                    "### Stage B trigger, condition by condition", "## Amendments and deviations",
+                    "## Artifact hashes"):
         assert section in text
     for name in PLOTS:
         assert store.get_bytes(report_plot(name)).startswith(b"\x89PNG")
@@ -138,8 +140,9 @@ def test_batched_greedy_equals_one_at_a_time_on_the_smoke_splits(smoke_run):
     stored = store.get_parquet(eval_generations(BASE))
     end = engine.tokenizer.convert_tokens_to_ids(IM_END)
     for prompt, ids in list(zip(tasks["prompt"], stored["token_ids"]))[::3]:
-        request = GenerationRequest(tuple(engine.tokenizer(format_prompt(prompt), add_special_tokens=False)["input_ids"]),
-                                    1, config.evaluation.allowance, 0, stop_token_ids=(end,))
+        request = GenerationRequest(
+            tuple(engine.tokenizer(format_prompt(prompt), add_special_tokens=False)["input_ids"]),
+            1, config.evaluation.allowance, 0, stop_token_ids=(end,))
         assert list(engine.generate([request], GREEDY)[0][0].token_ids) == list(ids)
 
 

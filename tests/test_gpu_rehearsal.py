@@ -7,7 +7,7 @@ import sys
 
 import torch
 
-from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "scripts" / "gpu_rehearsal.py"
 

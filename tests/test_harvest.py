@@ -7,7 +7,7 @@ from apsft_dagster.core.config import load_config
 from apsft_dagster.core.embedded.tokenizer import train_tokenizer
 from apsft_dagster.core.engines.base import Completion, GenerationRequest, cut_at_stop
 from apsft_dagster.core.harvest import HarvestTask, harvest_task
-from apsft_dagster.core.model_dir import base_model_path
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_prompt, format_record
 from apsft_dagster.core.seeds import derive_seed
 
@@ -118,12 +118,14 @@ def test_real_continuation_is_prefix_identical(smoke_run):
     _, store = smoke_run
     config = load_config("smoke")
     engine = TransformersEngine.load(str(base_model_path(config, store)), STOP_TOKENS)
-    catalog = store.get_parquet("task_catalog.parquet").filter(pl.col("task_id") == "runeward-L3-000").row(0, named=True)
+    catalog = (store.get_parquet("task_catalog.parquet").filter(pl.col("task_id") == "runeward-L3-000")
+               .row(0, named=True))
     task = HarvestTask(catalog["task_id"], "runeward", 3, catalog["prompt"], catalog["answer"])
     cfg = config.harvest.model_copy(update={"allowance": 12, "continuation": 400, "samples_per_task": 3})
     rows = harvest_task(engine, engine.tokenizer, task, cfg, config.seeds.experiment)
     prompt_ids = _ids(engine.tokenizer, format_prompt(task.prompt))
-    [originals] = engine.generate([GenerationRequest(prompt_ids, 3, 12, derive_seed(42, task.task_id, "main"))], cfg.sampling)
+    [originals] = engine.generate([GenerationRequest(prompt_ids, 3, 12, derive_seed(42, task.task_id, "main"))],
+                                  cfg.sampling)
     assert all(o.finish_reason == "length" and len(o.token_ids) == 12 for o in originals)
     assert rows["continued"].all()
     for row, original in zip(rows.iter_rows(named=True), originals):

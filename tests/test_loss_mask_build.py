@@ -86,8 +86,8 @@ def test_verify_catches_a_changed_field_a_dropped_row_and_a_mask_on_a_user_turn(
             verify(base, out, flags)
 
 
-@pytest.mark.parametrize("content", ["plain", "", None, 'quote " and \\ slash', "tab\tnew\nline\x01", "ünïcødé ✓ 🚀",
-                                     "\u2028 line separator"])
+@pytest.mark.parametrize("content", ["plain", "", None, 'quote " and \\ slash', "tab\tnew\nline\x01",
+                                     "ünïcødé ✓ 🚀", "\u2028 line separator"])
 def test_flag_lines_are_exactly_what_json_dumps_writes(content):
     from apsft_dagster.core.loss_mask.build import flag_line
 

@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, lm_file
+from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT
+from apsft_dagster.core.loss_mask.names import lm_file
 from apsft_dagster.core.loss_mask.dataset import dataset_lines, planted_rows
 from apsft_dagster.core.loss_mask.datasets import register
 from apsft_dagster.core.store import Store
@@ -33,7 +34,7 @@ def _store_with_base_model(source: Store, root) -> Store:
 
 
 def _run(store: Store, name: str):
-    from apsft_dagster.stages import LOSS_MASK_STAGES
+    from apsft_dagster.loss_mask.stages import LOSS_MASK_STAGES
     from conftest import run_partition
 
     return run_partition(store.root, LOSS_MASK_STAGES, "lm_dataset", name)
@@ -101,7 +102,7 @@ def test_a_file_changed_after_registration_is_refused_and_nothing_downstream_run
 
 
 def test_demo_command_in_a_fresh_process(smoke_run, tmp_path):
-    from apsft_dagster.core.config import PROJECT_ROOT
+    from apsft_dagster.core.paths import PROJECT_ROOT
     from conftest import variant_config
 
     _, source = smoke_run

@@ -55,7 +55,8 @@ AGREED = [
      "required": ["city"], "additionalProperties": False, "title": "t", "$comment": "c"},
     {"properties": {"nested": {"type": "object", "properties": {"k": {"enum": ["v"]}}, "required": ["k"]}},
      "additionalProperties": {"type": "string"}},
-    {"type": "object", "additionalProperties": True, "properties": {"tags": {"type": "array", "items": {"type": "string"}}}},
+    {"type": "object", "additionalProperties": True,
+     "properties": {"tags": {"type": "array", "items": {"type": "string"}}}},
     {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object", "required": ["city"]},
 ]
 OUTSIDE = [

@@ -51,7 +51,8 @@ def test_a_line_json_dumps_would_not_write_keeps_every_byte_but_the_insertions()
     row = {"row_id": "r1", "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "{]"}]}
     lines = [
         b'{ "row_id" :"r1" ,\t"messages":[ {"role":"user","content":"x"} , {"content":"{]" ,"role":"assistant"}  ] }\n',
-        b'{"row_id": "r1", "\\u006dessages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "{]"}]}',
+        b'{"row_id": "r1", "\\u006dessages": [{"role": "user", "content": "x"}, '
+        b'{"role": "assistant", "content": "{]"}]}',
         # a duplicate key: json.loads keeps the last, and so must the mask
         b'{"messages": [{"role": "user"}], "row_id": "r1", "messages": [{"role": "user", "content": "x"}, '
         b'{"role": "assistant", "content": "\\u007b]"}]}\r\n',

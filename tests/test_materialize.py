@@ -5,11 +5,11 @@ import json
 import dagster as dg
 import pytest
 
-from apsft_dagster.assets.base_model import base_model
+from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.layout import BASE_MODEL_REPORT as REPORT
 from apsft_dagster.core.layout import TASK_CATALOG
-from apsft_dagster.core.model_dir import inspect_model_dir
+from apsft_dagster.core.base_model import inspect_model_dir
 from apsft_dagster.core.store import Store
 from apsft_dagster.resources import ExperimentResource
 
@@ -71,7 +71,7 @@ def test_saved_model_reloads_and_validates_as_a_local_model_directory(in_process
 @pytest.mark.slow
 def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     """Every stage's files, catalog to the SFT manifest (CPU determinism across processes)."""
-    from apsft_dagster.stages import STAGES
+    from apsft_dagster.experiment.stages import STAGES
 
     _, first = in_process
     proc, second = fresh_process
@@ -120,7 +120,8 @@ def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_proc
     _, store = in_process
     monkeypatch.setenv("APSFT_MODEL_DIR", str(store.path("base_model")))  # a real saved Qwen3.5-layout directory
     out = Store(tmp_path / "full_store")
-    result = dg.materialize([base_model], resources={"experiment": ExperimentResource(profile="full", store_dir=str(out.root))})
+    result = dg.materialize([base_model],
+                            resources={"experiment": ExperimentResource(profile="full", store_dir=str(out.root))})
     assert result.success
     report = out.get_json(REPORT)
     assert report["source"] == "local" and report["model_type"] == "qwen3_5"

@@ -108,7 +108,8 @@ def test_the_webhook_takes_only_http_urls_and_never_records_credentials(tmp_path
     url = f"http://alice:s3cret@127.0.0.1:{server.server_port}/hook"
     line = deliver({"kind": "x"}, tmp_path / "a.jsonl", url=url)
     server.server_close()
-    assert line["webhook"]["status"] == 204 and line["webhook"]["url"] == f"http://***@127.0.0.1:{server.server_port}/hook"
+    assert line["webhook"]["status"] == 204
+    assert line["webhook"]["url"] == f"http://***@127.0.0.1:{server.server_port}/hook"
     assert seen["auth"] == "Basic " + __import__("base64").b64encode(b"alice:s3cret").decode()
     written = (tmp_path / "a.jsonl").read_text()
     assert "s3cret" not in written and "alice" not in written and "file:///etc/passwd" in written

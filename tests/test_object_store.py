@@ -15,16 +15,17 @@ import dagster as dg
 import pytest
 from conftest import free_port, smoke_resources
 
-from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
+from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import InheritedBank, export_bank
-from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, StorePathError
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
 from apsft_dagster.core.layout import TRACE_BANK as BANK
 from apsft_dagster.core.layout import shard_file
 from apsft_dagster.core.object_store import ObjectStore, open_store
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store
-from apsft_dagster.partitions import single_run_tags, train_task_partitions
+from apsft_dagster.experiment.partitions import train_task_partitions
+from apsft_dagster.run_tags import single_run_tags
 
 KEYS = train_task_partitions.get_partition_keys()
 BUCKET = "apsft"
@@ -121,8 +122,8 @@ HARVEST = """
 import dagster as dg, sys
 sys.path.insert(0, "tests")
 from conftest import smoke_resources
-from apsft_dagster.assets.trace_bank import trace_bank
-from apsft_dagster.partitions import single_run_tags, train_task_partitions
+from apsft_dagster.experiment.assets.trace_bank import trace_bank
+from apsft_dagster.experiment.partitions import single_run_tags, train_task_partitions
 keys = train_task_partitions.get_partition_keys()
 dg.materialize([trace_bank], resources=smoke_resources(sys.argv[1]), tags=single_run_tags(keys))
 """

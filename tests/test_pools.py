@@ -63,7 +63,7 @@ def _stale_run(instance, process: str) -> str:
     """A pool_job run recorded as STARTED by `process`, holding the gpu pool's one slot."""
     from pool_defs import pool_job
 
-    from apsft_dagster.runner import PROCESS_TAG
+    from apsft_dagster.run_recovery import PROCESS_TAG
     from apsft_dagster.sensors import RUNNER_TAG
 
     run = instance.create_run_for_job(pool_job(), status=dg.DagsterRunStatus.STARTED,
@@ -81,7 +81,7 @@ def test_a_killed_runner_leaves_no_claimed_gpu_slot_behind(tmp_path, monkeypatch
     import subprocess
 
     from apsft_dagster.core.paths import ensure_dagster_home
-    from apsft_dagster.runner import release_abandoned, this_process
+    from apsft_dagster.run_recovery import release_abandoned, this_process
 
     monkeypatch.setenv("APSFT_STATE_DIR", str(tmp_path))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)

@@ -55,7 +55,8 @@ def test_spans_partition_the_record_with_the_embedded_tokenizer():
     prompt, thought, answer = format_prompt("Task 3: add 3 and 4."), "Step: 3 + 4 = 7.\n", format_answer("7")
     spans = locate_spans(tok, prompt, thought, answer, IM_END)
     ids = spans.input_ids
-    pieces = [tok.decode(ids[s.start:s.stop]) for s in (spans.prompt, spans.thought, spans.boundary, spans.answer, spans.end)]
+    pieces = [tok.decode(ids[s.start:s.stop])
+              for s in (spans.prompt, spans.thought, spans.boundary, spans.answer, spans.end)]
     assert pieces == [prompt, thought, BOUNDARY, answer, IM_END]
     assert spans.end.stop == len(ids)
     # single-digit pre-tokenization: every digit of the answer is its own token

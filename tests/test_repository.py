@@ -5,11 +5,12 @@ import subprocess
 
 import pytest
 
-from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT
 
 
 def _tracked() -> list[str]:
-    return subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True, check=True).stdout.split()
+    return subprocess.run(["git", "ls-files"], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          check=True).stdout.split()
 
 
 def test_no_tracked_file_points_outside_the_clone():

@@ -9,7 +9,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from apsft_dagster.core.layout import rl_file
+from apsft_dagster.core.run_report.names import rl_file
 from apsft_dagster.core.run_report.registry import register
 from apsft_dagster.core.store import Store
 
@@ -19,7 +19,7 @@ HACKED = {0: (0, 4), 330: (1, 2), 350: (2, 3), 390: (5, 6)}
 
 
 def _run(store: Store, name: str):
-    from apsft_dagster.stages import RUN_REPORT_STAGES
+    from apsft_dagster.run_report.stages import RUN_REPORT_STAGES
     from conftest import run_partition
 
     return run_partition(store.root, RUN_REPORT_STAGES, "rl_run", name)
@@ -79,7 +79,7 @@ def test_a_rerun_is_byte_identical_and_a_changed_file_is_refused(reported, tmp_p
 
 def test_the_inbox_sensor_adds_a_dropped_run_once_and_again_when_it_changes(tmp_path):
     from apsft_dagster.resources import ExperimentResource
-    from apsft_dagster.sensors.rl_inbox import rl_inbox_sensor
+    from apsft_dagster.run_report.sensors import rl_inbox_sensor
     from conftest import variant_config
 
     inbox = tmp_path / "inbox"

@@ -11,9 +11,10 @@ from apsft_dagster.core.alerts import alert_path
 from apsft_dagster.core.layout import TRACE_BANK, shard_file
 from apsft_dagster.core.paths import ensure_dagster_home
 from apsft_dagster.core.store import Store
-from apsft_dagster.partitions import train_task_partitions
+from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.runner import key_ranges, run_stages, select_stages, workspace_origin
-from apsft_dagster.stages import STAGES, Stage
+from apsft_dagster.experiment.stages import STAGES
+from apsft_dagster.stage import Stage
 
 KEYS = train_task_partitions.get_partition_keys()
 
@@ -28,13 +29,13 @@ def test_key_ranges_are_maximal_runs_in_partition_order():
 
 
 def test_select_stages_starts_at_a_stage_and_names_the_known_ones():
-    assert [s.job for s in select_stages("evidence_seal_job")] == [s.job for s in STAGES[7:]]
+    assert [s.job for s in select_stages(STAGES, "evidence_seal_job")] == [s.job for s in STAGES[7:]]
     with pytest.raises(ValueError, match="no such stage; stages are tasks_and_model_job, trace_bank_job"):
-        select_stages("nope")
-    assert [s.job for s in select_stages("score_bank_job", "r1_labels_job")] == [
+        select_stages(STAGES, "nope")
+    assert [s.job for s in select_stages(STAGES, "score_bank_job", "r1_labels_job")] == [
         "score_bank_job", "score_bank_index_job", "r1_labels_job"]
     with pytest.raises(ValueError, match="comes after --to"):
-        select_stages("r1_labels_job", "score_bank_job")
+        select_stages(STAGES, "r1_labels_job", "score_bank_job")
 
 
 def test_a_stage_runs_only_the_selected_partitions(smoke_run, tmp_path):
@@ -85,8 +86,8 @@ def test_a_child_process_run_belongs_to_the_ui_code_location(dagster_home):
                                                                                    "__repository__")
         assert run.job_name == "tasks_and_model_job"
     # the Jobs page lists runs by the repository tag: both runs are under their job
-    runs = dagster_home.get_runs(dg.RunsFilter(job_name="tasks_and_model_job",
-                                               tags={".dagster/repository": "__repository__@apsft_dagster.definitions"}))
+    runs = dagster_home.get_runs(dg.RunsFilter(
+        job_name="tasks_and_model_job", tags={".dagster/repository": "__repository__@apsft_dagster.definitions"}))
     assert {r.run_id for r in runs} == set(outcome.run_ids)
 
 

@@ -8,13 +8,14 @@ import polars as pl
 import pytest
 from conftest import smoke_resources, variant_config
 
-from apsft_dagster.assets.score_bank import parity_gate, score_bank
+from apsft_dagster.experiment.assets.score_bank import parity_gate, score_bank
 from apsft_dagster.core.errors import ParityError
 from apsft_dagster.core.instruments import BatchedInstrument
 from apsft_dagster.core.layout import PARITY_GATE
 from apsft_dagster.core.parity import METRICS, calibration_traces, parity_report, require_parity
 from apsft_dagster.core.store import Store
-from apsft_dagster.partitions import single_run_tags, train_task_partitions
+from apsft_dagster.experiment.partitions import train_task_partitions
+from apsft_dagster.run_tags import single_run_tags
 
 KEYS = train_task_partitions.get_partition_keys()
 
@@ -24,7 +25,8 @@ def test_smoke_materializes_gate_scores_and_rollouts_with_every_check_passing(sm
     for stage in ("parity_gate", "score_bank", "score_bank_index", "r1_labels", "r1_labels_index"):
         assert results[stage].success, stage
         assert all(e.passed for e in results[stage].get_asset_check_evaluations()), stage
-    checks = {e.check_name for s in ("score_bank_index", "r1_labels_index") for e in results[s].get_asset_check_evaluations()}
+    checks = {e.check_name for s in ("score_bank_index", "r1_labels_index")
+              for e in results[s].get_asset_check_evaluations()}
     assert checks == {"every_eligible_scored_once", "no_ineligible_scored", "finite_values", "hash_parity",
                       "every_scored_rolled_once", "no_unscored_rolled"}
     gate = results["parity_gate"].get_asset_materialization_events()[0].materialization.metadata
@@ -54,8 +56,10 @@ def test_parity_report_and_fail_closed():
     ref = [{m: 0.0 for m in METRICS}, {m: 1.0 for m in METRICS}]
     fast = [{m: 0.1 for m in METRICS}, {**{m: 1.0 for m in METRICS}, "joint_gain": 1.4}]
     report = parity_report(ref, fast, 0.15)
-    assert report["metrics"]["joint_gain"] == pytest.approx(0.4) and report["metrics"]["answer_mean"] == pytest.approx(0.1)
-    assert report["means"]["joint_gain"] == pytest.approx(0.25) and report["means"]["answer_mean"] == pytest.approx(0.05)
+    assert report["metrics"]["joint_gain"] == pytest.approx(0.4)
+    assert report["metrics"]["answer_mean"] == pytest.approx(0.1)
+    assert report["means"]["joint_gain"] == pytest.approx(0.25)
+    assert report["means"]["answer_mean"] == pytest.approx(0.05)
     assert not report["passed"] and report["worst_metric"] == "joint_gain"
     with pytest.raises(ValueError, match="one fast score per reference score"):
         parity_report(ref, fast[:1], 0.15)
@@ -69,7 +73,8 @@ def test_parity_report_and_fail_closed():
 def test_forced_parity_failure_blocks_fast_scoring(smoke_run, tmp_path, monkeypatch):
     _, reference = smoke_run
     store = Store(tmp_path / "s")
-    shutil.copytree(reference.root, store.root, ignore=shutil.ignore_patterns("score_bank", "r1_labels", PARITY_GATE + "*"))
+    shutil.copytree(reference.root, store.root,
+                    ignore=shutil.ignore_patterns("score_bank", "r1_labels", PARITY_GATE + "*"))
     original = BatchedInstrument.score
     monkeypatch.setattr(BatchedInstrument, "score", lambda self, items: [
         {**r, "answer_logprob": r["answer_logprob"] + 0.5 * r["n_answer_tokens"]} for r in original(self, items)])
@@ -84,5 +89,6 @@ def test_forced_parity_failure_blocks_fast_scoring(smoke_run, tmp_path, monkeypa
     scored = dg.materialize([score_bank], resources=resources, tags=single_run_tags(KEYS), raise_on_error=False)
     assert not scored.success
     failure = next(e for e in scored.all_events if e.event_type_value == "STEP_FAILURE")
-    assert re.search(r"ParityError: parity gate failed: \w+_mean differs by 0\.5000\d+", failure.event_specific_data.error.to_string())
+    assert re.search(r"ParityError: parity gate failed: \w+_mean differs by 0\.5000\d+",
+                     failure.event_specific_data.error.to_string())
     assert not (store.root / "score_bank").exists()

@@ -16,11 +16,13 @@ CASES = [("Add 3 and 4.", "Step: 3 + 4 = 7.\n", "7"), ("Add 12 and 9.", "Step: 1
 
 @pytest.fixture(scope="module")
 def qwen():
-    texts = [format_record(f"Add {i} and {j}.", f"Step: {i} + {j} = {i + j}.\n", str(i + j)) for i in range(20) for j in range(20)]
+    texts = [format_record(f"Add {i} and {j}.", f"Step: {i} + {j} = {i + j}.\n", str(i + j))
+             for i in range(20) for j in range(20)]
     tok = train_tokenizer(texts, vocab_size=300)
     torch.manual_seed(0)
-    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                         num_attention_heads=4, num_key_value_heads=2, head_dim=16, tie_word_embeddings=True))
+    model = Qwen3ForCausalLM(Qwen3Config(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                         head_dim=16, tie_word_embeddings=True))
     return model.eval(), tok
 
 

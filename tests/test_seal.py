@@ -80,7 +80,8 @@ def test_smoke_seal_binds_banks_config_model_and_code(smoke_run):
     assert doc["base_model_fingerprint"] == store.verify("base_model")
     for bank in ("trace_bank", "score_bank", "r1_labels"):
         assert doc["banks"][bank]["index_sha256"] == store.verify(f"{bank}/index.json")
-    trace = pl.concat([store.get_parquet(shard_file("trace_bank", t)) for t in store.get_json("trace_bank/index.json")["tasks"]])
+    trace = pl.concat([store.get_parquet(shard_file("trace_bank", t))
+                       for t in store.get_json("trace_bank/index.json")["tasks"]])
     assert doc["traces"] == trace.height and doc["eligible"] == trace["eligible"].sum()
     assert "apsft_dagster/core/selection.py" in doc["code"] and "apsft_dagster/core/sft_arms.py" in doc["code"]
     assert doc["code"] == code_digests()
@@ -90,13 +91,14 @@ def test_sealing_twice_is_byte_idempotent(sealed_copy):
     config = load_config("smoke")
     before = sealed_copy.path(EVIDENCE_SEAL).read_bytes()
     _, digest = seal(sealed_copy, config)
-    assert sealed_copy.path(EVIDENCE_SEAL).read_bytes() == before and digest == sha256_file(sealed_copy.path(EVIDENCE_SEAL))
+    assert sealed_copy.path(EVIDENCE_SEAL).read_bytes() == before
+    assert digest == sha256_file(sealed_copy.path(EVIDENCE_SEAL))
 
 
 def test_tampered_score_shard_makes_selection_refuse_naming_it(sealed_copy):
-    from apsft_dagster.assets.sft_arms import sft_arms
-    from apsft_dagster.partitions import arm_partitions
-    from apsft_dagster.partitions import single_run_tags
+    from apsft_dagster.experiment.assets.sft_arms import sft_arms
+    from apsft_dagster.experiment.partitions import arm_partitions
+    from apsft_dagster.run_tags import single_run_tags
 
     config = load_config("smoke")
     task = sorted(sealed_copy.get_json(f"{SCORE_BANK}/index.json")["tasks"])[3]
@@ -149,7 +151,8 @@ def test_validation_finds_a_broken_join_and_stray_rows(sealed_copy):
     score_index = sealed_copy.get_json(f"{SCORE_BANK}/index.json")["tasks"]
     other = sorted(score_index)[1]
     scores = sealed_copy.get_parquet(shard_file(SCORE_BANK, other))
-    moved = scores.with_columns(pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(task)).otherwise("task_id").alias("task_id"))
+    moved = scores.with_columns(
+        pl.when(pl.int_range(pl.len()) == 0).then(pl.lit(task)).otherwise("task_id").alias("task_id"))
     digests = {t: e["sha256"] for t, e in score_index.items()}
     digests[other] = sealed_copy.put_parquet(shard_file(SCORE_BANK, other), moved)
     sealed_copy.put_json(f"{SCORE_BANK}/index.json", bank_index(SCORE_BANK, digests))

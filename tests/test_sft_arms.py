@@ -10,9 +10,10 @@ import sys
 import polars as pl
 import pytest
 
-from apsft_dagster.core.config import PROJECT_ROOT, load_config
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.layout import SFT_MANIFEST, TRACE_BANK, arm_file, arm_rows, shard_file
-from apsft_dagster.core.model_dir import load_tokenizer
+from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.protocol import format_record
 from apsft_dagster.core.selection import ARMS
 
@@ -55,7 +56,8 @@ def test_records_hold_target_prompt_and_answer_with_the_source_thought(smoke_run
             assert row["source_task_id"] == source["task_id"]
             assert (source["task_id"] != row["task_id"]) == (arm == "potential_shuffle"), (arm, row["task_id"])
         for row in rows[:3]:
-            ids = tokenizer(format_record(row["prompt"], row["thought"], row["answer"]), add_special_tokens=False)["input_ids"]
+            ids = tokenizer(format_record(row["prompt"], row["thought"], row["answer"]),
+                            add_special_tokens=False)["input_ids"]
             assert row["n_record_tokens"] == len(ids)
 
 
@@ -86,7 +88,7 @@ def test_selection_rerun_in_a_fresh_process_is_byte_identical(smoke_run):
     """Another interpreter with another hash seed rebuilds all six files with the stored SHA-256s."""
     _, store = smoke_run
     script = ("import sys; from apsft_dagster.core.config import load_config; "
-              "from apsft_dagster.core.store import Store; from apsft_dagster.core.model_dir import load_tokenizer; "
+              "from apsft_dagster.core.store import Store; from apsft_dagster.core.base_model import load_tokenizer; "
               "from apsft_dagster.core.sft_arms import build_arms, digest_of; "
               "c = load_config('smoke'); s = Store(sys.argv[1]); "
               "arms = build_arms(s, c, s.get_parquet('task_catalog.parquet'), load_tokenizer(c, s)); "

@@ -8,7 +8,7 @@ import pytest
 
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import ConfigError, ModelDirectoryError
-from apsft_dagster.core.model_dir import inspect_model_dir
+from apsft_dagster.core.base_model import inspect_model_dir
 from apsft_dagster.core.snapshot import check_chat_template, require_lora_targets
 from apsft_dagster.core.training.lora import target_modules
 from conftest import variant_config

@@ -56,7 +56,8 @@ def test_checks_catch_a_broken_catalog():
     assert check_answer_not_in_prompt(leaky) == ["runeward-L2-001: prompt contains 'ANSWER:'"]
     short = catalog.filter(pl.col("task_id") != "held_family-spindle-L2-000")
     assert check_cell_counts(short, config) == ["(held_family, spindle, L2): 3 tasks, expected 4"]
-    extra = pl.concat([catalog, catalog.filter(pl.col("split") == "train").head(1).with_columns(level=pl.lit(4, pl.Int64))])
+    extra = pl.concat([catalog,
+                       catalog.filter(pl.col("split") == "train").head(1).with_columns(level=pl.lit(4, pl.Int64))])
     assert check_cell_counts(extra, config)[-1].endswith("1 tasks in a cell the config does not declare")
 
 

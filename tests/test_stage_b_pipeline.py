@@ -65,7 +65,7 @@ class ScriptedGeneration(GenerationResource):
     def engine(self, model_dir=None):
         from transformers import AutoTokenizer
 
-        from apsft_dagster.core.model_dir import base_model_path
+        from apsft_dagster.core.base_model import base_model_path
 
         store = self.experiment.store()
         base = str(base_model_path(self.experiment.config(), store))
@@ -93,11 +93,12 @@ def triggered(smoke_run, tmp_path_factory):
     shutil.copytree(source.root, store.root)
     resources = smoke_resources(store.root)
     resources["generator"] = ScriptedGeneration(experiment=resources["experiment"])
-    from apsft_dagster.stages import ASSETS, JOBS
+    from apsft_dagster.definitions import WINGS
+    from apsft_dagster.experiment.stages import STAGES
 
-    defs = dg.Definitions(assets=ASSETS, jobs=JOBS, resources=resources)
+    defs = dg.Definitions.merge(*WINGS, dg.Definitions(resources=resources))
     ASKED.clear()
-    outcomes = run_stages(defs, dg.DagsterInstance.ephemeral(), select_stages("stage_a_generations_job"),
+    outcomes = run_stages(defs, dg.DagsterInstance.ephemeral(), select_stages(STAGES, "stage_a_generations_job"),
                           alert=False)
     assert all(o.ok and not o.skipped for o in outcomes), outcomes
     return store, outcomes, Counter(ASKED)
@@ -158,8 +159,8 @@ def test_the_ladder_reaches_mission_positive_with_the_scripted_figures(triggered
 
 
 def test_released_weights_keep_receipts_and_refuse_evaluation(triggered, tmp_path):
-    from apsft_dagster.assets.evaluation import model_of
-    from apsft_dagster.assets.stage_b import released_policies
+    from apsft_dagster.experiment.assets.evaluation import model_of
+    from apsft_dagster.experiment.assets.stage_b import released_policies
     from apsft_dagster.core.config import load_config
     from apsft_dagster.core.training.policies import stage_a_policies
 

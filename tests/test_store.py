@@ -24,7 +24,8 @@ def test_writes_are_byte_identical_across_fresh_processes(tmp_path):
     for artifact in ("t.parquet", "t.jsonl.gz"):
         assert (tmp_path / "one" / artifact).read_bytes() == (tmp_path / "two" / artifact).read_bytes()
     store = Store(tmp_path / "one")
-    assert store.get_parquet("t.parquet").equals(pl.DataFrame({"task_id": ["b", "a"], "gain": [0.25, -1.5], "n": [3, 4]}))
+    assert store.get_parquet("t.parquet").equals(
+        pl.DataFrame({"task_id": ["b", "a"], "gain": [0.25, -1.5], "n": [3, 4]}))
     raw = gzip.decompress(store.get_bytes("t.jsonl.gz")).decode().splitlines()
     assert raw == ['{"a": "x", "b": 1}', '{"a": "y", "b": 2}']  # sorted keys
     assert store.get_bytes("t.jsonl.gz")[4:8] == b"\0\0\0\0"  # gzip mtime field is 0
@@ -37,7 +38,8 @@ def test_receipt_holds_the_sha256_and_a_tampered_file_is_named(tmp_path):
     assert json.loads(store.receipt_path("a/report.json").read_text())["sha256"] == digest
     assert store.get_json("a/report.json") == {"z": 1, "a": [1, 2]}
     store.path("a/report.json").write_text('{"a": [1, 2], "z": 2}\n')
-    with pytest.raises(HashMismatchError, match=r"a/report\.json: SHA-256 is [0-9a-f]{64} but its receipt says " + digest):
+    with pytest.raises(HashMismatchError,
+                       match=r"a/report\.json: SHA-256 is [0-9a-f]{64} but its receipt says " + digest):
         store.get_json("a/report.json")
     with pytest.raises(HashMismatchError):
         store.verify("a/report.json")

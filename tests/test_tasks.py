@@ -41,7 +41,8 @@ def test_generation_is_a_pure_function_of_its_arguments():
 def test_families_are_structurally_distinct():
     answers = {f: [generate(f, 2, i, 3).answer for i in range(50)] for f in FAMILIES}
     assert all(re.fullmatch(r"\d+:\d+", a) for a in answers["brinework"])
-    assert all(re.fullmatch(r"\d+", a) for f in ("caravan", "foundry_ledger", "runeward", "spindle") for a in answers[f])
+    assert all(re.fullmatch(r"\d+", a)
+               for f in ("caravan", "foundry_ledger", "runeward", "spindle") for a in answers[f])
 
 
 def test_unknown_family_or_level_is_a_clear_error():

@@ -11,14 +11,15 @@ import dagster as dg
 import pytest
 from conftest import smoke_resources, variant_config
 
-from apsft_dagster.assets.trace_bank import trace_bank, trace_bank_index
+from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import InheritedBank, export_bank
-from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError
 from apsft_dagster.core.layout import TRACE_BANK as BANK
 from apsft_dagster.core.layout import shard_file, summary_file
 from apsft_dagster.core.store import Store
-from apsft_dagster.partitions import single_run_tags, train_task_partitions
+from apsft_dagster.experiment.partitions import train_task_partitions
+from apsft_dagster.run_tags import single_run_tags
 
 KEYS = train_task_partitions.get_partition_keys()
 
@@ -78,8 +79,8 @@ def test_tampered_shard_fails_hash_parity(smoke_run, tmp_path):
 
 HARVEST = """
 import dagster as dg, sys
-from apsft_dagster.assets.trace_bank import trace_bank
-from apsft_dagster.partitions import single_run_tags, train_task_partitions
+from apsft_dagster.experiment.assets.trace_bank import trace_bank
+from apsft_dagster.experiment.partitions import single_run_tags, train_task_partitions
 sys.path.insert(0, "tests")
 from conftest import smoke_resources, variant_config
 keys = train_task_partitions.get_partition_keys()
@@ -131,7 +132,8 @@ def test_wrong_index_digest_or_tampered_shard_imports_nothing(smoke_run, tmp_pat
     _, reference = smoke_run
     exported = tmp_path / "inherited"
     digest = export_bank(reference, BANK, KEYS[:3], exported)
-    with pytest.raises(HashMismatchError, match=r"index.json: index SHA-256 is [0-9a-f]{64} but harvest.inherited_index_sha256 records 0{64}"):
+    with pytest.raises(HashMismatchError, match=r"index.json: index SHA-256 is [0-9a-f]{64} "
+                                                r"but harvest.inherited_index_sha256 records 0{64}"):
         InheritedBank(exported / "index.json", "0" * 64)
     shard = exported / "shards" / f"{KEYS[1]}.parquet"
     shard.write_bytes(shard.read_bytes() + b"x")

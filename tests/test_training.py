@@ -169,7 +169,8 @@ def test_qwen35_linear_attention_projections_are_listed_for_its_architecture():
     model = AutoModelForCausalLM.from_config(cfg)
     import yaml
 
-    from apsft_dagster.core.config import CONFIG_DIR, Training
+    from apsft_dagster.core.config import Training
+    from apsft_dagster.core.paths import CONFIG_DIR
 
     full = Training.model_validate(yaml.safe_load((CONFIG_DIR / "full.yaml").read_text())["training"])
     targets, pairs = target_modules(model, full)

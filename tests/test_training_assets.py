@@ -55,7 +55,8 @@ def test_every_merged_model_changes_exactly_its_pairs_and_answers_differently_fr
     results, store = smoke_run
     base = store.path("base_model")
     names = tensor_files(base)
-    assert any(n.startswith("model.language_model.") for n in names) and any(n.startswith("model.visual.") for n in names)
+    assert any(n.startswith("model.language_model.") for n in names)
+    assert any(n.startswith("model.visual.") for n in names)
     for policy in STAGE_A:
         report = store.get_json(merged_report(policy))
         assert report["changed_tensors"] == report["lora_pairs"] == PAIRS
@@ -110,7 +111,7 @@ def test_seed_43_policies_are_trained_only_when_stage_b_asks(smoke_run, tmp_path
 
     from apsft_dagster.core.layout import STAGE_B_PLAN
     from apsft_dagster.runner import run_stages
-    from apsft_dagster.stages import STAGES
+    from apsft_dagster.experiment.stages import STAGES
     from conftest import smoke_definitions
 
     results, store = smoke_run

@@ -23,11 +23,12 @@ import pytest
 
 from browser import Page, alive, chromium, listening_addresses, served_ui
 
-from apsft_dagster.core.config import PROJECT_ROOT
-from apsft_dagster.stages import STAGES
+from apsft_dagster.core.paths import PROJECT_ROOT
+from apsft_dagster.experiment.stages import STAGES
 
-JOB_RUNS = """{ pipelineOrError(params: {pipelineName: "tasks_and_model_job", repositoryName: "__repository__",
-  repositoryLocationName: "apsft_dagster.definitions"}) { ... on Pipeline { runs { runId } } ... on PythonError { message } } }"""
+JOB_RUNS = ("""{ pipelineOrError(params: {pipelineName: "tasks_and_model_job", repositoryName: "__repository__",
+  repositoryLocationName: "apsft_dagster.definitions"}) { ... on Pipeline { runs { runId } } """
+            """... on PythonError { message } } }""")
 TIMELINE = """{ runsOrError { ... on Runs { results { runId repositoryOrigin { repositoryLocationName } } } } }"""
 TAMPERED_STAGE = "score_bank_index_job"  # the cheapest stage whose blocking check reads every score shard
 CHECKED = "score_bank_index"
@@ -76,9 +77,9 @@ def _cell(value):
 
 
 def _sees_every_group_in_the_lineage(page: Page) -> None:
-    from apsft_dagster.stages import ASSETS
+    from apsft_dagster.definitions import WINGS
 
-    groups = sorted({g for a in ASSETS for g in a.group_names_by_key.values()})
+    groups = sorted({g for wing in WINGS for a in wing.assets for g in a.group_names_by_key.values()})
     page.open("/asset-groups")  # the global lineage: one box per group, drawn in the graph's SVG
     assert page.shown("//*[local-name()='svg']//div[@data-tooltip]", groups, order=sorted) == groups
     assert len(groups) >= 10

@@ -238,7 +238,8 @@ def test_vllm_environment(monkeypatch, tmp_path):
         "VLLM_CPU_KVCACHE_SPACE": None}  # unset: it would override vllm.kv_cache_bytes
     monkeypatch.setenv("VLLM_CACHE_ROOT", "/elsewhere")
     own_process = smoke.vllm.model_copy(update={"in_process": False})
-    assert vllm_environment(CUDA, own_process) == {"VLLM_CACHE_ROOT": "/elsewhere", "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
+    assert vllm_environment(CUDA, own_process) == {"VLLM_CACHE_ROOT": "/elsewhere",
+                                                   "VLLM_ENABLE_V1_MULTIPROCESSING": "1"}
 
 
 @pytest.mark.parametrize("config, head_dim", [({"head_dim": 16, "hidden_size": 64, "num_attention_heads": 2}, 16),

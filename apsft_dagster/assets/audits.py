@@ -1,12 +1,18 @@
-"""SQL audits: one asset per `dbt_like_sql/*.sql`, its upstream assets read from the SQL itself."""
+"""SQL audits: one asset per `dbt_like_sql/*.sql`, its upstream assets read from the SQL itself,
+scheduled by `place_audits` into the first stage that hosts audits after its inputs are written."""
+
+import dataclasses
+from collections.abc import Sequence
 
 import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import OWNERS
 from apsft_dagster.core.audits import Audit, discover, persist, run_audit
+from apsft_dagster.core.errors import AuditError
 from apsft_dagster.core.store import json_scalar
 from apsft_dagster.resources import ExperimentResource
+from apsft_dagster.stage import Stage
 
 
 def table_metadata(frame: pl.DataFrame) -> dg.MetadataValue:
@@ -31,7 +37,27 @@ def audit_asset(audit: Audit) -> dg.AssetsDefinition:
     return _audit
 
 
-_AUDITS = [(a.group, audit_asset(a)) for a in discover()]
-audit_assets = [asset for group, asset in _AUDITS if group == "experiment"]
-loss_mask_audit_assets = [asset for group, asset in _AUDITS if group == "loss_mask"]
-run_report_audit_assets = [asset for group, asset in _AUDITS if group == "run_report"]
+def place_audits(stages: Sequence[Stage], audits: Sequence[Audit] | None = None) -> tuple[Stage, ...]:
+    """A wing's stages with its SQL audits placed: each audit whose inputs this wing writes joins the
+    first stage marked `hosts_audits` at or after the last stage that writes one of them, so its
+    views exist when it runs. Audits over another wing's assets are left to that wing; an audit
+    that reads from two wings, or whose inputs are written after the last hosting stage, is refused
+    at load (AuditError naming the SQL file). A hosting stage that holds no asset is dropped."""
+    stages = list(stages)
+    writer = {a.key.to_user_string(): i for i, stage in enumerate(stages) for a in stage.assets}
+    placed: dict[int, list[dg.AssetsDefinition]] = {}
+    for audit in discover() if audits is None else audits:
+        ours = [a for a in audit.assets if a in writer]
+        if not ours:
+            continue
+        if len(ours) != len(audit.assets):
+            raise AuditError(f"{audit.path}: reads {sorted(set(audit.assets) - set(ours))} from another system "
+                             f"beside {ours}; an audit reads one system's views")
+        last = max(writer[a] for a in ours)
+        host = next((i for i in range(last, len(stages)) if stages[i].hosts_audits), None)
+        if host is None:
+            raise AuditError(f"{audit.path}: its inputs are written by {stages[last].job}, after every stage "
+                             "that hosts audits; mark a later stage hosts_audits=True")
+        placed.setdefault(host, []).append(audit_asset(audit))
+    out = [dataclasses.replace(s, assets=(*s.assets, *placed.get(i, ()))) for i, s in enumerate(stages)]
+    return tuple(s for s in out if s.assets)

@@ -18,29 +18,41 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from apsft_dagster.core.config import PROJECT_ROOT
 from apsft_dagster.core.errors import AuditError, MissingArtifactError
-from apsft_dagster.core.layout import (AUDIT_DATABASE, PARITY_GATE, R1_BANK, SCORE_BANK, SFT_MANIFEST, TASK_CATALOG,
-                                       TRACE_BANK, arm_rows, lm_file, rl_file, shards_glob)
+from apsft_dagster.core.layout import (
+    AUDIT_DATABASE,
+    PARITY_GATE,
+    R1_BANK,
+    SCORE_BANK,
+    SFT_MANIFEST,
+    TASK_CATALOG,
+    TRACE_BANK,
+    arm_rows,
+    eval_table,
+    shards_glob,
+)
+from apsft_dagster.core.loss_mask.names import VIEWS as LOSS_MASK_VIEWS
+from apsft_dagster.core.run_report.names import VIEWS as RUN_REPORT_VIEWS
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import Store
 
 AUDIT_DIR = PROJECT_ROOT / "dbt_like_sql"
 
-# view -> (the asset that writes its files, the files (relative to the store), the view's SELECT over `{files}`)
-VIEWS = {
+# view -> (the asset that writes its files, the files (relative to the store), the view's SELECT over
+# `{files}`): the experiment's views here, each sibling system's in its own names module
+EXPERIMENT_VIEWS = {
     "task_catalog": ("task_catalog", TASK_CATALOG, "select * from read_parquet({files})"),
-    "trace_bank": ("trace_bank_index", shards_glob(TRACE_BANK), "select * exclude (token_ids) from read_parquet({files})"),
+    "trace_bank": ("trace_bank_index", shards_glob(TRACE_BANK),
+                   "select * exclude (token_ids) from read_parquet({files})"),
     "score_bank": ("score_bank_index", shards_glob(SCORE_BANK), "select * from read_parquet({files})"),
     "r1_labels": ("r1_labels_index", shards_glob(R1_BANK), "select * from read_parquet({files})"),
     "parity_gate": ("parity_gate", PARITY_GATE, "select * from read_json({files})"),
     "sft_rows": ("sft_arms", arm_rows("*"), "select * from read_parquet({files}, union_by_name = true)"),
     "sft_manifest": ("sft_manifest", SFT_MANIFEST, "select unnest(arms, max_depth := 2) from read_json({files})"),
-    # the loss-mask group: every registered dataset's census, long (dataset, source, kind, name, count)
-    "lm_census": ("lm_census", lm_file("*", "census.parquet"), "select * from read_parquet({files})"),
-    # the RL run report: every registered run's rollout samples with their hack signals
-    "rl_samples": ("rl_run_evidence", rl_file("*", "samples.parquet"), "select * from read_parquet({files})"),
+    # every evaluated policy's Stage A table, one row per (policy, task)
+    "stage_a_eval": ("stage_a_eval", eval_table("*"), "select * from read_parquet({files}, union_by_name = true)"),
 }
-SIBLING_ASSETS = {"lm_census": "loss_mask", "rl_run_evidence": "run_report"}  # audits over these run with their group
+VIEWS = {**EXPERIMENT_VIEWS, **LOSS_MASK_VIEWS, **RUN_REPORT_VIEWS}
 
 
 @dataclass(frozen=True)
@@ -54,11 +66,6 @@ class Audit:
     @property
     def assets(self) -> list[str]:
         return sorted({VIEWS[v][0] for v in self.views})
-
-    @property
-    def group(self) -> str:
-        """`experiment`, or the sibling system whose job runs this audit (`loss_mask`, `run_report`)."""
-        return next((SIBLING_ASSETS[a] for a in self.assets if a in SIBLING_ASSETS), "experiment")
 
 
 def referenced_tables(sql: str, source: str = "<sql>") -> tuple[str, ...]:

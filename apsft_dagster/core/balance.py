@@ -1,13 +1,18 @@
-"""The per-cell balance rule, once: every (family, level) cell holds exactly its configured tasks.
+"""Two counting rules, each once: every (family, level) cell holds exactly its configured tasks
+(`cell_problems`), and every expected key is found exactly k times, nothing else (`exactly_once`).
 
-The catalog, the trace bank index, selection and the SFT manifest all ask the same question of
+The catalog, the trace bank index, selection and the SFT manifest all ask the cell question of
 different frames; they count differently (rows, distinct tasks, retained tasks, tasks with two
-rows per arm) but judge the counts here.
+rows per arm) but judge the counts here. The banks' indexes, the seal, the trace audit and the
+evaluations ask the key question (traces scored once, tasks generated once, k samples per task)
+and word the answer in their own terms.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -39,3 +44,28 @@ def cell_problems(counts: Mapping[Cell, int], expected: Mapping[Cell, int], what
 def _name(cell: Cell) -> str:
     *head, level = cell
     return "(" + ", ".join([*map(str, head), f"L{level}"]) + ")"
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How often each key was found, judged against keys expected `k` times each."""
+
+    missing: list[str]  # expected and never found, in the order expected
+    wrong: list[tuple[str, int]]  # expected and found other than k times (0 included), in the order expected
+    repeated: list[tuple[str, int]]  # any key found more than k times, sorted
+    extra: list[str]  # found and not expected, sorted
+
+    @property
+    def ok(self) -> bool:
+        return not (self.wrong or self.extra)
+
+
+def exactly_once(expected: Iterable[str], found: Iterable[str], k: int = 1) -> Tally:
+    """Every expected key found exactly `k` times (once, unless told), and no other key found."""
+    counts = Counter(found)
+    wanted = list(dict.fromkeys(expected))
+    known = set(wanted)
+    return Tally(missing=[key for key in wanted if not counts[key]],
+                 wrong=[(key, counts[key]) for key in wanted if counts[key] != k],
+                 repeated=sorted((key, n) for key, n in counts.items() if n > k),
+                 extra=sorted(key for key in counts if key not in known))

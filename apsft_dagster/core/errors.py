@@ -21,10 +21,6 @@ class TaskGenerationError(ApsftError):
     """A task generator was asked for something outside its domain."""
 
 
-class CatalogError(ApsftError):
-    """The task catalog violates the split protocol (counts, firewall, answer leak)."""
-
-
 class ModelDirectoryError(ApsftError):
     """A local model directory is missing files or cannot be loaded."""
 

@@ -45,7 +45,8 @@ def batch_plan(cfg: Harvest) -> list[tuple[str, int]]:
     return [("main", cfg.samples_per_task)] + [(f"topup{k}", cfg.topup_size) for k in range(1, cfg.topup_batches + 1)]
 
 
-def harvest_task(engine: GenerationEngine, tokenizer, task: HarvestTask, cfg: Harvest, experiment_seed: int) -> pl.DataFrame:
+def harvest_task(engine: GenerationEngine, tokenizer, task: HarvestTask, cfg: Harvest,
+                 experiment_seed: int) -> pl.DataFrame:
     """All trace rows of one task, deterministic given the engine, the config and the task id."""
     prompt_text = format_prompt(task.prompt)
     ids = prompt_ids(tokenizer, task.prompt)
@@ -58,7 +59,8 @@ def harvest_task(engine: GenerationEngine, tokenizer, task: HarvestTask, cfg: Ha
         [samples] = engine.generate([GenerationRequest(ids, n, cfg.allowance, seed)], cfg.sampling)
         continued = _continue(engine, ids, samples, cfg, seed)
         for index, sample in enumerate(samples):
-            rows.append(_row(tokenizer, task, prompt_text, batch, index, seed, sample, continued.get(index), close_id, cfg))
+            rows.append(_row(tokenizer, task, prompt_text, batch, index, seed, sample, continued.get(index),
+                             close_id, cfg))
     excluded = sum(r["eligible"] for r in rows) < cfg.min_eligible
     return pl.DataFrame([{**r, "task_excluded": excluded} for r in rows], schema=TRACE_SCHEMA)
 
@@ -67,7 +69,8 @@ def _loop(ids, cfg: Harvest):
     return find_loop(ids, cfg.loop.min_repeats, cfg.loop.max_period, cfg.loop.min_span)
 
 
-def _continue(engine, prompt_ids, samples: list[Completion], cfg: Harvest, seed: int) -> dict[int, tuple[int, Completion]]:
+def _continue(engine, prompt_ids, samples: list[Completion], cfg: Harvest,
+              seed: int) -> dict[int, tuple[int, Completion]]:
     """Exactly one continuation for every allowance contact that is not an exact loop."""
     wanted = [i for i, s in enumerate(samples) if s.finish_reason == "length" and _loop(s.token_ids, cfg) is None]
     requests = [GenerationRequest(prompt_ids + samples[i].token_ids, 1, cfg.continuation,

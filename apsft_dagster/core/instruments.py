@@ -3,7 +3,8 @@
 - ReferenceInstrument: `score_trace` per item (batch of one, no padding): the instrument of record.
 - BatchedInstrument: left-padded batches with explicit position ids; allowed for bulk scoring only
   after the parity gate passes (batch-sensitive numerics are exactly what the gate measures).
-- The vLLM prompt-logprob instrument lives in `engines/vllm_scoring.py` (CUDA vLLM or CPU vLLM in .venv-vllm, lazy import).
+- The vLLM prompt-logprob instrument lives in `engines/vllm_scoring.py` (CUDA vLLM or CPU vLLM in
+  .venv-vllm, lazy import).
 """
 
 from __future__ import annotations

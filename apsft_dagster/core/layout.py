@@ -139,24 +139,3 @@ REPORT_MARKDOWN = f"{REPORT}/report.md"
 
 def report_plot(name: str) -> str:
     return f"{REPORT}/{name}.png"
-
-
-# the loss-mask curation group (seed 004): one folder per registered dataset version
-LOSS_MASK = "loss_mask"
-
-
-def lm_file(dataset: str, name: str) -> str:
-    """`source.json` (the registration), `census.json` / `census.parquet`, `build` (a folder: the
-    masked JSON lines and the flags), `build.json`, `verify.json`, `packs` and `base_packs`
-    (folders of Parquet shards), `pack.json`, `base_pack.json`, `comparison.json`."""
-    return f"{LOSS_MASK}/{dataset}/{name}"
-
-
-# the RL run report (seed 000): one folder per registered run
-RUN_REPORT = "run_report"
-
-
-def rl_file(run: str, name: str) -> str:
-    """`source.json` (the registration), `evidence.json` (tables, rates, pairs, verdict),
-    `samples.parquet` (each rollout sample's signals), `report.md`, `<plot>.png`."""
-    return f"{RUN_REPORT}/{run}/{name}"

@@ -28,13 +28,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from apsft_dagster.core.errors import MissingArtifactError, StorePathError
+from apsft_dagster.core.paths import OBJECT_SCHEME as SCHEME
+from apsft_dagster.core.paths import is_object_url, state_dir
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, match_digest, sha256_bytes
-
-SCHEME = "s3://"
-
-
-def is_object_url(location: object) -> bool:
-    return isinstance(location, str) and location.startswith(SCHEME)
 
 
 def open_store(location: str | os.PathLike) -> Store:
@@ -43,7 +39,6 @@ def open_store(location: str | os.PathLike) -> Store:
 
 
 def default_mirror(url: str) -> Path:
-    from apsft_dagster.core.paths import state_dir
 
     return state_dir() / "object_mirror" / url[len(SCHEME):].strip("/")
 
@@ -137,7 +132,8 @@ class ObjectStore(Store):
         self.location(name)
         receipt = self._remote_receipt(name)
         if receipt is None:
-            raise MissingArtifactError(f"{self.location(name)}: artifact or its receipt is missing; materialize it first")
+            raise MissingArtifactError(f"{self.location(name)}: artifact or its receipt is missing; "
+                                       "materialize it first")
         return receipt
 
     def exists(self, name: str) -> bool:

@@ -22,7 +22,8 @@ METRICS = ("answer_mean", "joint_mean", "empty_answer_mean", "empty_joint_mean",
 
 def calibration_traces(bank: pl.DataFrame, n: int, seed: int) -> pl.DataFrame:
     eligible = bank.filter("eligible").with_columns(
-        pl.col("trace_id").map_elements(lambda t: derive_seed(seed, "calibration", t), return_dtype=pl.Int64).alias("_rank"))
+        pl.col("trace_id").map_elements(lambda t: derive_seed(seed, "calibration", t),
+                                        return_dtype=pl.Int64).alias("_rank"))
     ranked = eligible.sort("family", "level", "_rank").with_columns(
         pl.int_range(pl.len()).over("family", "level").alias("_turn"))
     return ranked.sort("_turn", "family", "level").head(n).drop("_rank", "_turn")
@@ -63,7 +64,8 @@ def require_parity(report: dict | None, instrument: str) -> None:
     if instrument == "reference":
         return
     if report is None:
-        raise ParityError("scoring.instrument is 'fast' but no parity gate receipt exists; materialize parity_gate first")
+        raise ParityError("scoring.instrument is 'fast' but no parity gate receipt exists; "
+                          "materialize parity_gate first")
     if not report["passed"]:
         raise ParityError(
             f"parity gate failed: {report['worst_metric']} differs by {report['worst_value']:.6f} nats/token "

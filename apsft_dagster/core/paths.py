@@ -1,12 +1,29 @@
-"""Where state lives by default: a project-local `.apsft/` folder (override with env vars)."""
+"""Where things are on this machine: the project's folders, and state in a project-local `.apsft/`
+folder by default (override with env vars). The ground floor: it imports nothing of the package."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from apsft_dagster.core.config import PROJECT_ROOT
-from apsft_dagster.core.object_store import is_object_url
+if TYPE_CHECKING:
+    from apsft_dagster.core.config import Config
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = PROJECT_ROOT / "configs"
+OBJECT_SCHEME = "s3://"
+
+
+def is_object_url(location: object) -> bool:
+    return isinstance(location, str) and location.startswith(OBJECT_SCHEME)
+
+
+def local_model_dir(config: Config) -> Path:
+    """Where the local snapshot is on this machine: `APSFT_MODEL_DIR`, else `model.path` (relative
+    to the project root). The config and its digest keep the path as written."""
+    found = Path(os.environ.get("APSFT_MODEL_DIR") or config.model.path).expanduser()
+    return found if found.is_absolute() else PROJECT_ROOT / found
 
 
 def state_dir() -> Path:

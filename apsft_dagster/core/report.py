@@ -65,85 +65,118 @@ def stage_b_section(final: dict) -> list[str]:
             *_table([{"policy": p, **f} for p, f in final["sampled"].items()]), ""]
 
 
-def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
+def _read(store: Store, config: Config) -> dict:
+    """Everything the report shows, read once from the store."""
     analysis, final = store.get_json(STAGE_A_DECISION), store.get_json(STAGE_B_DECISION)
-    decision = analysis["decision"]
     policies = stage_a_policies(config)
-    figures = {p: analysis["policies"][p] for p in (BASE, *policies)}  # base first, then the arms in order
-    manifest, funnel, parity = store.get_json(SFT_MANIFEST), store.get_json(summary_file(TRACE_BANK)), \
-        store.get_json(PARITY_GATE)
     trained = [*policies, *final["plan"]["replication_policies"]]  # the seed-43 pair when Stage B ran
-    adapters = {p: store.get_json(adapter_report(p)) for p in trained}
-    merged = {p: store.get_json(merged_report(p)) for p in trained}
-    probes = {p: store.get_json(probe_report(p)) for p in trained}
     rows = {arm: store.get_parquet(arm_rows(arm)) for arm in ARMS}
-    gaps = {arm: rows[arm].filter(pl.col("mode").is_in(["near_best_diverse", "fallback_second"]))["gap"].to_list()
-            for arm in ("answer_potential", "joint_potential")}
-    lines = [f"# Experiment report ({config.profile} profile)", "", "## Question", "", QUESTION, "",
-             "## Status and verdict", "",
-             f"- Final verdict: **{final['final_verdict']}** ({final['rule']})",
-             f"- Stage A verdict: **{analysis['verdict']}** (strongest trace baseline: "
-             f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
-             f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
-             "(shortest_natural strictly above every other arm on core IID)",
-             "- Stage B: " + (f"triggered for {final['plan']['winner']} against {final['plan']['baseline']}"
-                              if final["plan"]["triggered"] else
-                              "not triggered; failed conditions: " + "; ".join(
-                                  f"{arm}: {', '.join(r) or 'none'}" for arm, r in final["plan"]["reasons"].items())),
-             "",
-             "## Harvest funnel", "", *_table([funnel | {"excluded_tasks": len(funnel["excluded_tasks"])}]), "",
-             "## Parity gate", "",
-             f"Worst metric {parity['worst_metric']} = {_f(parity['worst_value'], 6)} against threshold "
-             f"{parity['threshold']}: {'passed' if parity['passed'] else 'failed'} "
-             f"(scoring instrument: {config.scoring.instrument}).", "",
-             "## Selection", "",
-             *_table([{"arm": e["arm"], "rows": e["rows"], "tasks": e["tasks"], "unique_sources": e["unique_sources"],
-                       "modes": ", ".join(f"{m} {n}" for m, n in e["mode_counts"].items()),
-                       "thought_tokens": e["thought_tokens"], "forward_tokens": e["forward_tokens"],
-                       "device_hours": f"{e['device_hours']['low']:.4f}-{e['device_hours']['high']:.4f}"}
-                      for e in manifest["arms"]]), "",
-             "Second-row score gaps (best - chosen, nats per token): "
-             + "; ".join(f"{a}: {len(g)} rows, median {_f(float(pl.Series(g).median()) if g else None)}"
-                         for a, g in gaps.items()), "",
-             f"Dose: {manifest['forward_tokens']:,} forward tokens for the six arms at {config.training.epochs} epochs.",
-             "", "## Training", "",
-             *_table([{"policy": p, "steps": a["optimizer_steps"], "lora_pairs": a["lora_pairs"],
-                       "first_loss": a["curve"][0]["loss"], "final_loss": a["curve"][-1]["loss"],
-                       "base_weights": a["base_weights"], "merged_changed": merged[p]["changed_tensors"],
-                       "probe_differs": f"{probes[p]['differing']}/{probes[p]['prompts']}"}
-                      for p, a in adapters.items()]), "",
-             "## Stage A", "",
-             *_table([{"policy": p, "core_iid": f["core_iid_accuracy"],
-                       "interval": f"[{_f(f['core_iid_lower'], 3)}, {_f(f['core_iid_upper'], 3)}]",
-                       "core_hard": f["core_hard_accuracy"], "held_family": f["held_family_accuracy"],
-                       "parse": f["parse_rate"], "closed": f["close_rate"], "loops": f["loop_rate"],
-                       "family_macro": f["family_macro"], "thought_median": f["thought_tokens_median"],
-                       "forward_tokens": f["forward_tokens"]} for p, f in figures.items()]), "",
-             "### Stage B trigger, condition by condition", "",
-             *_table([{"arm": arm, "margin": c["margin"], "lower": c["lower"], "upper": c["upper"],
-                       "beats_shuffle": c["beats_shuffle"], "parse_rate_loss": c["parse_rate_loss"],
-                       "family_macro_loss": c["family_macro_loss"], "gate_reachable": c["gate_reachable"],
-                       "failed": ", ".join(k for k, ok in c["checks"].items() if not ok) or "none",
-                       "triggered": "yes" if c["triggered"] else "no"}
-                      for arm, c in decision["conditions"].items()]), "",
-             "Thresholds: " + ", ".join(f"{k} {v}" for k, v in decision["thresholds"].items()) + ".", "",
-             "### Joint arm by selection stratum", "",
-             *_table([{"stratum": k, **v} for k, v in analysis["joint_strata"]["strata"].items()]), "",
-             *stage_b_section(final),
-             "## Amendments and deviations", "",
-             *_table([{"seq": r["seq"], "date": r["date"], "class": r["classification"], "text": r["text"]}
-                      for r in amendments.classified(store)]), "",
-             "## Artifact hashes", "",
-             *_table([{"artifact": name, "sha256": store.verify(name)}
-                      for name in (EVIDENCE_SEAL, SFT_MANIFEST, STAGE_A_DECISION, STAGE_B_DECISION,
-                                   *(eval_table(p) for p in (BASE, *policies)),
-                                   *(stage_b_table(p) for p in final["plan"]["greedy_policies"]),
-                                   *(stage_b_sample_table(p) for p in final["plan"]["sampled_policies"]))]
-                     + [{"artifact": f"merged model {p}", "sha256": m["fingerprint"]} for p, m in merged.items()]), "",
-             "## Plots", "", *(f"![{name}]({name}.png)" for name in PLOTS), ""]
-    tables = {p: store.get_parquet(eval_table(p)) for p in (BASE, *policies)}
-    plots = {"accuracy": report_plots.accuracy_plot(figures), "fallback_gaps": report_plots.gap_histogram(gaps),
+    return {"analysis": analysis, "final": final, "decision": analysis["decision"], "policies": policies,
+            "figures": {p: analysis["policies"][p] for p in (BASE, *policies)},  # base first, then the arms in order
+            "manifest": store.get_json(SFT_MANIFEST), "funnel": store.get_json(summary_file(TRACE_BANK)),
+            "parity": store.get_json(PARITY_GATE),
+            "adapters": {p: store.get_json(adapter_report(p)) for p in trained},
+            "merged": {p: store.get_json(merged_report(p)) for p in trained},
+            "probes": {p: store.get_json(probe_report(p)) for p in trained},
+            "gaps": {arm: rows[arm].filter(pl.col("mode").is_in(["near_best_diverse", "fallback_second"]))["gap"]
+                     .to_list() for arm in ("answer_potential", "joint_potential")}}
+
+
+def _status(config: Config, f: dict) -> list[str]:
+    final, decision = f["final"], f["decision"]
+    return [f"# Experiment report ({config.profile} profile)", "", "## Question", "", QUESTION, "",
+            "## Status and verdict", "",
+            f"- Final verdict: **{final['final_verdict']}** ({final['rule']})",
+            f"- Stage A verdict: **{f['analysis']['verdict']}** (strongest trace baseline: "
+            f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
+            f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
+            "(shortest_natural strictly above every other arm on core IID)",
+            "- Stage B: " + (f"triggered for {final['plan']['winner']} against {final['plan']['baseline']}"
+                             if final["plan"]["triggered"] else
+                             "not triggered; failed conditions: " + "; ".join(
+                                 f"{arm}: {', '.join(r) or 'none'}" for arm, r in final["plan"]["reasons"].items())),
+            ""]
+
+
+def _harvest_and_parity(config: Config, f: dict) -> list[str]:
+    funnel, parity = f["funnel"], f["parity"]
+    return ["## Harvest funnel", "", *_table([funnel | {"excluded_tasks": len(funnel["excluded_tasks"])}]), "",
+            "## Parity gate", "",
+            f"Worst metric {parity['worst_metric']} = {_f(parity['worst_value'], 6)} against threshold "
+            f"{parity['threshold']}: {'passed' if parity['passed'] else 'failed'} "
+            f"(scoring instrument: {config.scoring.instrument}).", ""]
+
+
+def _selection(config: Config, f: dict) -> list[str]:
+    manifest = f["manifest"]
+    return ["## Selection", "",
+            *_table([{"arm": e["arm"], "rows": e["rows"], "tasks": e["tasks"], "unique_sources": e["unique_sources"],
+                      "modes": ", ".join(f"{m} {n}" for m, n in e["mode_counts"].items()),
+                      "thought_tokens": e["thought_tokens"], "forward_tokens": e["forward_tokens"],
+                      "device_hours": f"{e['device_hours']['low']:.4f}-{e['device_hours']['high']:.4f}"}
+                     for e in manifest["arms"]]), "",
+            "Second-row score gaps (best - chosen, nats per token): "
+            + "; ".join(f"{a}: {len(g)} rows, median {_f(float(pl.Series(g).median()) if g else None)}"
+                        for a, g in f["gaps"].items()), "",
+            f"Dose: {manifest['forward_tokens']:,} forward tokens for the six arms at {config.training.epochs} epochs.",
+            ""]
+
+
+def _training(f: dict) -> list[str]:
+    merged, probes = f["merged"], f["probes"]
+    return ["## Training", "",
+            *_table([{"policy": p, "steps": a["optimizer_steps"], "lora_pairs": a["lora_pairs"],
+                      "first_loss": a["curve"][0]["loss"], "final_loss": a["curve"][-1]["loss"],
+                      "base_weights": a["base_weights"], "merged_changed": merged[p]["changed_tensors"],
+                      "probe_differs": f"{probes[p]['differing']}/{probes[p]['prompts']}"}
+                     for p, a in f["adapters"].items()]), ""]
+
+
+def _stage_a(f: dict) -> list[str]:
+    decision = f["decision"]
+    return ["## Stage A", "",
+            *_table([{"policy": p, "core_iid": x["core_iid_accuracy"],
+                      "interval": f"[{_f(x['core_iid_lower'], 3)}, {_f(x['core_iid_upper'], 3)}]",
+                      "core_hard": x["core_hard_accuracy"], "held_family": x["held_family_accuracy"],
+                      "parse": x["parse_rate"], "closed": x["close_rate"], "loops": x["loop_rate"],
+                      "family_macro": x["family_macro"], "thought_median": x["thought_tokens_median"],
+                      "forward_tokens": x["forward_tokens"]} for p, x in f["figures"].items()]), "",
+            "### Stage B trigger, condition by condition", "",
+            *_table([{"arm": arm, "margin": c["margin"], "lower": c["lower"], "upper": c["upper"],
+                      "beats_shuffle": c["beats_shuffle"], "parse_rate_loss": c["parse_rate_loss"],
+                      "family_macro_loss": c["family_macro_loss"], "gate_reachable": c["gate_reachable"],
+                      "failed": ", ".join(k for k, ok in c["checks"].items() if not ok) or "none",
+                      "triggered": "yes" if c["triggered"] else "no"}
+                     for arm, c in decision["conditions"].items()]), "",
+            "Thresholds: " + ", ".join(f"{k} {v}" for k, v in decision["thresholds"].items()) + ".", "",
+            "### Joint arm by selection stratum", "",
+            *_table([{"stratum": k, **v} for k, v in f["analysis"]["joint_strata"]["strata"].items()]), ""]
+
+
+def _amendments_and_hashes(store: Store, f: dict) -> list[str]:
+    final, policies = f["final"], f["policies"]
+    return ["## Amendments and deviations", "",
+            *_table([{"seq": r["seq"], "date": r["date"], "class": r["classification"], "text": r["text"]}
+                     for r in amendments.classified(store)]), "",
+            "## Artifact hashes", "",
+            *_table([{"artifact": name, "sha256": store.verify(name)}
+                     for name in (EVIDENCE_SEAL, SFT_MANIFEST, STAGE_A_DECISION, STAGE_B_DECISION,
+                                  *(eval_table(p) for p in (BASE, *policies)),
+                                  *(stage_b_table(p) for p in final["plan"]["greedy_policies"]),
+                                  *(stage_b_sample_table(p) for p in final["plan"]["sampled_policies"]))]
+                    + [{"artifact": f"merged model {p}", "sha256": m["fingerprint"]} for p, m in f["merged"].items()]),
+            "", "## Plots", "", *(f"![{name}]({name}.png)" for name in PLOTS), ""]
+
+
+def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
+    """The report's Markdown, section by section, and its plots."""
+    f = _read(store, config)
+    lines = [*_status(config, f), *_harvest_and_parity(config, f), *_selection(config, f), *_training(f),
+             *_stage_a(f), *stage_b_section(f["final"]), *_amendments_and_hashes(store, f)]
+    tables = {p: store.get_parquet(eval_table(p)) for p in (BASE, *f["policies"])}
+    plots = {"accuracy": report_plots.accuracy_plot(f["figures"]),
+             "fallback_gaps": report_plots.gap_histogram(f["gaps"]),
              "thought_lengths": report_plots.thought_lengths({p: t["thought_tokens"].to_list()
                                                              for p, t in tables.items()}),
-             "loss_curves": report_plots.loss_curves({p: a["curve"] for p, a in adapters.items()})}
+             "loss_curves": report_plots.loss_curves({p: a["curve"] for p, a in f["adapters"].items()})}
     return "\n".join(lines), plots

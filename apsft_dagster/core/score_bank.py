@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
+from apsft_dagster.core.balance import exactly_once
 from apsft_dagster.core.protocol import format_answer, format_prompt
 from apsft_dagster.core.scoring import with_gains
 
@@ -30,8 +31,11 @@ def score_task(instrument, prompt: str, answer: str, traces: pl.DataFrame) -> pl
 def join_problems(expected: pl.DataFrame, derived: pl.DataFrame, verb: str) -> tuple[list[str], list[str]]:
     """Join on trace id: every expected trace appears exactly once in `derived`, and nothing else
     does. The score index (eligible traces -> scores) and the R1 index (scores -> rollouts) use it."""
-    keys = expected.select("trace_id")
-    counts = keys.join(derived.group_by("trace_id").len(), on="trace_id", how="left").fill_null(0)
-    once = [f"{t}: {verb} {n} times" for t, n in counts.filter(pl.col("len") != 1).sort("trace_id").iter_rows()]
-    extra = derived.join(keys, on="trace_id", how="anti")["trace_id"].sort().to_list()
-    return once, [f"{t}: {verb} but not expected" for t in extra]
+    tally = exactly_once(expected["trace_id"].sort(), derived["trace_id"])
+    return [f"{t}: {verb} {n} times" for t, n in tally.wrong], [f"{t}: {verb} but not expected" for t in tally.extra]
+
+
+def non_finite(scores: pl.DataFrame) -> list[str]:
+    """Every likelihood and gain finite: the traces that are not."""
+    bad = scores.filter(~pl.all_horizontal(pl.col(c).is_finite() for c in SCORE_COLUMNS))
+    return [f"{t}: non-finite score" for t in bad["trace_id"].to_list()]

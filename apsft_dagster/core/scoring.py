@@ -13,7 +13,6 @@ does not scale with vocabulary x length.
 
 from __future__ import annotations
 
-import math
 
 import torch
 
@@ -54,7 +53,3 @@ def with_gains(scored: dict, empty: dict) -> dict:
         "answer_gain_sum": scored["answer_logprob"] - empty["answer_logprob"],
         "joint_gain_sum": scored["joint_logprob"] - empty["joint_logprob"],
     }
-
-
-def all_finite(row: dict) -> bool:
-    return all(math.isfinite(v) for v in row.values() if isinstance(v, float))

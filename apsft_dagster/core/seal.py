@@ -20,7 +20,9 @@ from pathlib import Path
 import polars as pl
 
 from apsft_dagster.core import amendments
-from apsft_dagster.core.config import PROJECT_ROOT, Config
+from apsft_dagster.core.balance import exactly_once
+from apsft_dagster.core.config import Config
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, SealError
 from apsft_dagster.core.layout import (AMENDMENT_LOG, BASE_MODEL_REPORT, EVIDENCE_SEAL, R1_BANK, SCORE_BANK,
                                        TRACE_BANK, index_file, shard_file)
@@ -82,7 +84,8 @@ def _hash_problem(store: Store, bank: str, task_id: str, indexed: str) -> str | 
         digest = store.verify(name)
     except (HashMismatchError, MissingArtifactError) as exc:
         return str(exc)
-    return None if digest == indexed else f"{store.path(name)}: SHA-256 {digest} differs from {index_file(bank)} ({indexed})"
+    return None if digest == indexed else (
+        f"{store.path(name)}: SHA-256 {digest} differs from {index_file(bank)} ({indexed})")
 
 
 def _scoped(store: Store, bank: str, task_ids: list[str]) -> tuple[pl.DataFrame, list[str]]:
@@ -100,13 +103,14 @@ def _scoped(store: Store, bank: str, task_ids: list[str]) -> tuple[pl.DataFrame,
 def _join_problems(frames: dict[str, pl.DataFrame]) -> list[str]:
     problems = []
     for bank, frame in frames.items():
-        dupes = frame.filter(pl.col("trace_id").is_duplicated())["trace_id"].unique().sort().to_list()
-        problems += [f"{bank}: trace id {t} appears more than once" for t in dupes[:20]]
-    chain = [(f"{TRACE_BANK} (eligible)", set(frames[TRACE_BANK].filter("eligible")["trace_id"])),
-             (SCORE_BANK, set(frames[SCORE_BANK]["trace_id"])), (R1_BANK, set(frames[R1_BANK]["trace_id"]))]
+        repeated = exactly_once((), frame["trace_id"]).repeated
+        problems += [f"{bank}: trace id {t} appears more than once" for t, _ in repeated[:20]]
+    chain = [(f"{TRACE_BANK} (eligible)", frames[TRACE_BANK].filter("eligible")["trace_id"]),
+             (SCORE_BANK, frames[SCORE_BANK]["trace_id"]), (R1_BANK, frames[R1_BANK]["trace_id"])]
     for (a, ids_a), (b, ids_b) in zip(chain, chain[1:]):
-        problems += [f"{b}: trace {t} is missing (present in {a})" for t in sorted(ids_a - ids_b)[:20]]
-        problems += [f"{b}: trace {t} has no counterpart in {a}" for t in sorted(ids_b - ids_a)[:20]]
+        tally = exactly_once(sorted(set(ids_a)), set(ids_b))
+        problems += [f"{b}: trace {t} is missing (present in {a})" for t in tally.missing[:20]]
+        problems += [f"{b}: trace {t} has no counterpart in {a}" for t in tally.extra[:20]]
     return problems
 
 

@@ -46,7 +46,8 @@ def require_lora_targets(description: dict, target_modules: dict[str, list[str]]
     if arch not in target_modules:
         raise ModelDirectoryError(f"{where}: a {description['architectures'] or description['model_type']} snapshot "
                                   f"(model_type {arch!r}), but training.target_modules has entries for "
-                                  f"{sorted(target_modules)} only; add {arch}: [its decoder blocks' linear projections]")
+                                  f"{sorted(target_modules)} only; add {arch}: [its decoder blocks' linear "
+                                  "projections]")
     return target_modules[arch]
 
 

@@ -29,7 +29,11 @@ import polars as pl
 
 from apsft_dagster.core.analysis import EPS, POTENTIAL, family_macro
 from apsft_dagster.core.config import StageB
+from apsft_dagster.core.layout import STAGE_B_PLAN, merged_report
+from apsft_dagster.core.seeds import derive_seed
 from apsft_dagster.core.stats import paired_bootstrap
+from apsft_dagster.core.training.deploy import release_weights
+from apsft_dagster.core.training.policies import stage_a_policies
 
 NEGATIVE = "CORE_BANKING_NEGATIVE"
 POSITIVE, REPLICATED, MISSION = "POTENTIAL_BANKING_POSITIVE", "REPLICATED_BANKING_POSITIVE", "MISSION_POSITIVE"
@@ -194,3 +198,31 @@ def analyze(stage_b: dict, stage_a_verdict: str, greedy: pl.DataFrame, samples: 
         accuracy.setdefault(policy, {})[split] = float(acc)
     return {"comparison": first, "replication": second, "matched_compute": third,
             "sampled": sampled_figures(samples), "accuracy": accuracy, "final_verdict": verdict, "rule": rule}
+
+
+def planned(store, policies: list[str]) -> dict:
+    """Stage B's plan; a policy it does not name is refused by name."""
+    stage_b = store.get_json(STAGE_B_PLAN)
+    extra = sorted(set(policies) - set(stage_b["greedy_policies"]))
+    if extra:
+        raise RuntimeError(f"{', '.join(extra)}: not in Stage B's plan ({store.path(STAGE_B_PLAN)} names "
+                           f"{stage_b['greedy_policies'] or 'nothing: Stage A did not trigger'})")
+    return stage_b
+
+
+def sample_seeds(experiment_seed: int, task_ids: list[str]) -> list[int]:
+    """One seed per task, the same for every sampled policy (common random numbers across arms)."""
+    return [derive_seed(experiment_seed, "stage_b_samples", t) for t in task_ids]
+
+
+def released_policies(store, config, stage_b: dict) -> list[str]:
+    """With merge.keep_weights false, release every merged model evaluated (Stage A's, and the
+    seed-43 pair when Stage B ran); the receipts keep their fingerprints."""
+    if config.merge.keep_weights:
+        return []
+    done = []
+    for policy in [*stage_a_policies(config), *stage_b["replication_policies"]]:
+        if store.exists(merged_report(policy)) and store.get_json(merged_report(policy)).get("weights_kept", True):
+            release_weights(store, policy)
+            done.append(policy)
+    return done

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cell
+from apsft_dagster.core.balance import cell_problems, exactly_once, split_cells, tasks_per_cell
 from apsft_dagster.core.config import Config
 
 
@@ -25,9 +25,8 @@ def summarize(bank: pl.DataFrame) -> dict:
 
 def check_tasks_present(bank: pl.DataFrame, task_ids: list[str]) -> list[str]:
     """Every configured task present exactly once (as one shard's worth of rows), and no other."""
-    seen = set(bank["task_id"].unique().to_list())
-    return ([f"{t}: no shard" for t in task_ids if t not in seen]
-            + [f"{t}: not a configured train task" for t in sorted(seen - set(task_ids))])
+    tally = exactly_once(task_ids, bank["task_id"].unique())
+    return [f"{t}: no shard" for t in tally.missing] + [f"{t}: not a configured train task" for t in tally.extra]
 
 
 def check_cells(bank: pl.DataFrame, config: Config) -> list[str]:
@@ -42,4 +41,5 @@ def check_unique_trace_ids(bank: pl.DataFrame) -> list[str]:
 def check_min_eligible(bank: pl.DataFrame, min_eligible: int) -> list[str]:
     per_task = bank.filter(~pl.col("task_excluded")).group_by("task_id").agg(pl.col("eligible").sum())
     short = per_task.filter(pl.col("eligible") < min_eligible).sort("task_id")
-    return [f"{t}: {n} eligible traces, needs {min_eligible} (or must be marked excluded)" for t, n in short.iter_rows()]
+    return [f"{t}: {n} eligible traces, needs {min_eligible} (or must be marked excluded)"
+            for t, n in short.iter_rows()]

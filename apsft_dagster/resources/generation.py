@@ -10,7 +10,7 @@ from pydantic import PrivateAttr
 from apsft_dagster.core.engines.base import GenerationEngine
 from apsft_dagster.core.engines.lifetime import load_generation_engine, require_device
 from apsft_dagster.core.engines.memory import free_memory
-from apsft_dagster.core.model_dir import base_model_path
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.protocol import IM_END, THINK_CLOSE
 from apsft_dagster.resources.experiment import ExperimentResource
 

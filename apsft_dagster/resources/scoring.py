@@ -7,7 +7,7 @@ from pydantic import PrivateAttr
 
 from apsft_dagster.core.engines.lifetime import load_causal_lm, require_device
 from apsft_dagster.core.engines.memory import free_memory
-from apsft_dagster.core.model_dir import base_model_path
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.resources.experiment import ExperimentResource
 
 

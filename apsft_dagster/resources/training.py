@@ -8,7 +8,7 @@ import dagster as dg
 
 from apsft_dagster.core.engines.lifetime import require_device
 from apsft_dagster.core.engines.memory import free_memory
-from apsft_dagster.core.model_dir import base_model_path
+from apsft_dagster.core.base_model import base_model_path
 
 from apsft_dagster.resources.experiment import ExperimentResource
 

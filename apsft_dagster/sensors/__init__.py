@@ -1,4 +1,5 @@
-"""Alert sensors: every finished run's alerts (`rules.run_alerts`), written and POSTed by core.alerts.
+"""Alert sensors, shared by every wing: every finished run's alerts (`rules.run_alerts`), written and
+POSTed by core.alerts.
 
 Runs that `apsft run` started carry the tag `apsft/alerts: runner`: the runner applied the same
 rules when each run ended, so the sensors skip them instead of alerting twice.
@@ -32,6 +33,4 @@ def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> None:
     _alert(context)
 
 
-from apsft_dagster.sensors.rl_inbox import rl_inbox_sensor  # noqa: E402 (after the alert sensors it joins)
-
-sensors: list = [asset_check_alert_sensor, run_failure_alert_sensor, rl_inbox_sensor]
+sensors: list = [asset_check_alert_sensor, run_failure_alert_sensor]  # every wing's runs

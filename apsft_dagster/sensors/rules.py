@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 
 import dagster as dg
-from dagster._core.events import DagsterEventType
 
 from apsft_dagster.core.alerts import check_failure_record, first_line, run_failure_record
 
@@ -16,7 +15,7 @@ def failed_check_alerts(instance: dg.DagsterInstance, run_id: str) -> list[dict]
     Read per run: the default SQLite event log is sharded by run, so a global event cursor is
     not available there; run status sensors already visit every finished run exactly once."""
     alerts = []
-    for entry in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
+    for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
         evaluation = entry.dagster_event.asset_check_evaluation_data
         if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.ERROR:
             continue
@@ -33,11 +32,11 @@ def run_failure_alert(instance: dg.DagsterInstance, run_id: str) -> dict:
     """The failed run with each failed step's first error line (the cause, not Dagster's wrapper)."""
     record = instance.get_run_record_by_id(run_id)
     run = record.dagster_run
-    failures = instance.all_logs(run_id, of_type={DagsterEventType.STEP_FAILURE, DagsterEventType.RUN_FAILURE})
+    failures = instance.all_logs(run_id, of_type={dg.DagsterEventType.STEP_FAILURE, dg.DagsterEventType.RUN_FAILURE})
     step_errors, message = {}, None
     for entry in failures:
         event = entry.dagster_event
-        if event.event_type == DagsterEventType.RUN_FAILURE:
+        if event.event_type == dg.DagsterEventType.RUN_FAILURE:
             message = event.message
         elif event.step_failure_data.error:
             error = event.step_failure_data.error

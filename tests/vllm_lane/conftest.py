@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from apsft_dagster.core.config import PROJECT_ROOT, Config, load_config
+from apsft_dagster.core.config import Config, load_config
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import dir_digests, fingerprint
 
 LANE_DIR = Path(os.environ.get("APSFT_VLLM_LANE_DIR") or PROJECT_ROOT / ".apsft" / "vllm_lane")
@@ -73,7 +74,8 @@ def lane() -> Lane:
     handover = json.loads(manifest.read_text())
     for name, want in handover["fingerprints"].items():
         got = fingerprint(dir_digests(LANE_DIR / name))
-        assert got == want, f"{LANE_DIR / name}: fingerprint {got[:12]} is not the handover's {want[:12]}; rerun the handover"
+        assert got == want, (f"{LANE_DIR / name}: fingerprint {got[:12]} is not the handover's {want[:12]}; "
+                             "rerun the handover")
     _lane = Lane(LANE_DIR, handover, load_config(PROFILE))
     return _lane
 
@@ -108,7 +110,8 @@ def pytest_terminal_summary(terminalreporter):
     write = terminalreporter.write_line
     ran = _outcomes["passed"] + _outcomes["failed"]
     write(f"vllm lane: {ran} vllm tests ran ({_outcomes['passed']} passed, {_outcomes['failed']} failed), "
-          f"{_outcomes['skipped']} skipped" + (" -- a skipped vllm test fails the lane" if _outcomes["skipped"] else ""))
+          f"{_outcomes['skipped']} skipped"
+          + (" -- a skipped vllm test fails the lane" if _outcomes["skipped"] else ""))
     if _lane is None:
         return
     for e in _lane.engines:

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from apsft_dagster.core.config import CONFIG_DIR, PROJECT_ROOT, load_config
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT
 from apsft_dagster.core.layout import PARITY_GATE, TRACE_BANK, shard_file, summary_file
 from apsft_dagster.core.parity import METRICS
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, dir_digests

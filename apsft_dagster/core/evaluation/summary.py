@@ -65,3 +65,30 @@ def joint_strata(results: pl.DataFrame, joint_rows: pl.DataFrame, baseline: str)
         strata[name] = {"cells": rows.height, "mean_margin": float(rows["margin"].mean()) if rows.height else None,
                         "median_gap": float(rows["median_gap"].median()) if rows.height else None}
     return {"baseline": baseline, "cells": per_cell.to_dicts(), "strata": strata}
+
+
+# the per-policy figures the analysis shows as a table (the document keeps them all)
+SHOWN_FIGURES = ("core_iid_accuracy", "core_iid_lower", "core_iid_upper", "core_hard_accuracy", "held_family_accuracy",
+                 "parse_rate", "close_rate", "loop_rate", "family_macro", "forward_tokens")
+
+
+def _rounded(value):
+    return round(value, 4) if isinstance(value, float) else value
+
+
+def policy_table(figures: dict[str, dict]) -> pl.DataFrame:
+    """One row per policy: the shown figures, floats to 4 places."""
+    return pl.DataFrame([{"policy": p, **{k: _rounded(v) for k, v in f.items() if k in SHOWN_FIGURES}}
+                         for p, f in figures.items()])
+
+
+def conditions_table(decision: dict) -> pl.DataFrame:
+    """One row per potential arm: each trigger condition's figures and whether it held."""
+    return pl.DataFrame([{"arm": arm, **{k: _rounded(v) for k, v in c.items() if k != "checks"},
+                          **{f"ok_{k}": ok for k, ok in c["checks"].items()}}
+                         for arm, c in decision["conditions"].items()])
+
+
+def base_accuracy_informative(base_accuracy: float, low: float = 0.05, high: float = 0.95) -> bool:
+    """Base core-IID accuracy strictly inside (low, high): the comparison can move either way."""
+    return low < base_accuracy < high

@@ -88,7 +88,8 @@ def _build(lines: Iterator[bytes], output: BlockSink, flags: BlockSink, expected
         rows += 1
         found = flag_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)
         if any(MASK_KEY in message for message in row["messages"]):  # a parsed key: every spelling
-            raise LossMaskError(f"row {row['row_id']!r}: the base already carries {MASK_KEY}; build from an unmasked export")
+            raise LossMaskError(f"row {row['row_id']!r}: the base already carries {MASK_KEY}; build from an "
+                                "unmasked export")
         if not found:
             output.write(line if line.endswith(b"\n") else line + b"\n")
             continue
@@ -106,3 +107,10 @@ def _build(lines: Iterator[bytes], output: BlockSink, flags: BlockSink, expected
         raise LossMaskError(f"build masked {dict(sorted(reasons.items()))} but the census counted "
                             f"{dict(sorted(expected_reasons.items()))}; the input changed or the rules differ")
     return {"rows": rows, "masked_turns": sum(combinations.values()), "reasons": dict(sorted(reasons.items()))}
+
+
+def build_problems(report: dict, counted: dict) -> list[str]:
+    """The build's gate: rows in = rows out, and masked turns per reason = the census's counts."""
+    return ([f"{report['rows']} rows out, the census read {counted['rows']}"] * (report["rows"] != counted["rows"])
+            + [f"masked {report['reasons']}, the census counted {counted['reasons']}"]
+            * (report["reasons"] != counted["reasons"]))

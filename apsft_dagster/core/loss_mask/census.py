@@ -13,6 +13,8 @@ import json
 from collections import Counter
 from collections.abc import Iterable
 
+import polars as pl
+
 from apsft_dagster.core.loss_mask.rules import LossMaskError, judge_row
 
 FIELDS = ("rows", "assistant_turns", "masked_turns", "rows_touched")
@@ -104,3 +106,15 @@ def _plain(tally: dict) -> dict:
     """JSON-ready with a fixed key order, so a census file is byte-identical across runs."""
     return {**{k: tally[k] for k in FIELDS},
             **{k: dict(sorted(tally[k].items())) for k in ("reasons", "combinations", "left_alone")}}
+
+
+def census_table(dataset: str, counted: dict) -> pl.DataFrame:
+    """The census long: one row per (source, kind, name) with its count, `total` as a source."""
+    rows = []
+    for source, tally in [("total", counted["total"]), *counted["by_source"].items()]:
+        rows += [{"dataset": dataset, "source": source, "kind": "count", "name": k, "count": v}
+                 for k, v in tally.items() if isinstance(v, int)]
+        rows += [{"dataset": dataset, "source": source, "kind": kind, "name": name, "count": n}
+                 for kind in ("reasons", "combinations", "left_alone") for name, n in tally[kind].items()]
+    return pl.DataFrame(rows, schema={"dataset": pl.String, "source": pl.String, "kind": pl.String,
+                                      "name": pl.String, "count": pl.Int64})

@@ -15,7 +15,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 HARNESSES = ("terminus2", "mini_swe", "tool_calling")
-SOURCES = {"terminus2": ("terminus2", "terminus2_hard"), "mini_swe": ("mini_swe",), "tool_calling": ("api_bank", "toolace")}
+SOURCES = {"terminus2": ("terminus2", "terminus2_hard"), "mini_swe": ("mini_swe",),
+           "tool_calling": ("api_bank", "toolace")}
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "Weather for a city.", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer", "minimum": 1}},
     "required": ["city"], "additionalProperties": False}}}]

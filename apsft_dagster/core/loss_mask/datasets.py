@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from apsft_dagster.core import names
-from apsft_dagster.core.layout import lm_file
+from apsft_dagster.core.loss_mask.names import lm_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.loss_mask.streams import LINE_BUFFER
 from apsft_dagster.core.store import Store, sha256_file

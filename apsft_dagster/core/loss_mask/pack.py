@@ -175,3 +175,21 @@ def pack_comparison(base: dict, masked: dict) -> dict:
         problems.append(f"trainable_tokens: masked {masked['trainable_tokens']} exceeds base "
                         f"{base['trainable_tokens']}; masking can only remove loss")
     return {"table": table, "accounted": not problems, "problems": problems}
+
+
+def pack_into_store(store, name: str, lines, tokenizer, lm) -> tuple[str, dict]:
+    """Pack `lines` with `lm`'s pack length, shards and seed into the store folder `name`: (digest, report)."""
+    frames, report = pack_rows(lines, tokenizer, pack_length=lm.pack_length, shards=lm.shards, seed=lm.pack_seed)
+
+    def fill(folder) -> None:
+        for i, frame in enumerate(frames):
+            frame.write_parquet(folder / f"shard-{i:05d}-of-{len(frames):05d}.parquet", statistics=False)
+
+    return store.put_dir(name, fill), report
+
+
+def rows_accounted(report: dict) -> list[str]:
+    dropped = report["rows_no_trainable"] + report["rows_over_limit"]
+    return ([f"{report['rows_in']} rows in, but {report['rows_packed']} packed + {dropped} dropped"]
+            * (report["rows_in"] != report["rows_packed"] + dropped)
+            + [f"{report['span_anomalies']} span anomalies"] * bool(report["span_anomalies"]))

@@ -12,7 +12,7 @@ from apsft_dagster.core.run_report.tables import (
     deployability,
     eval_table,
 )
-from apsft_dagster.core.run_report.thresholds import HackThresholds
+from apsft_dagster.core.run_report.settings import HackThresholds
 from apsft_dagster.core.run_report.verdict import RULES, verdict
 
 __all__ = [

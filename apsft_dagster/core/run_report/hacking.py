@@ -13,7 +13,7 @@ from collections import Counter
 from apsft_dagster.core.run_report import schema
 from apsft_dagster.core.run_report.ingest import RunFolder
 from apsft_dagster.core.run_report.signals import hack_signals
-from apsft_dagster.core.run_report.thresholds import HackThresholds
+from apsft_dagster.core.run_report.settings import HackThresholds
 
 
 def _signals(sample: schema.Sample, t: HackThresholds) -> dict:

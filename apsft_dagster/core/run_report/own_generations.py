@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from apsft_dagster.core.config import HackThresholds
+from apsft_dagster.core.run_report.settings import HackThresholds
 from apsft_dagster.core.run_report.signals import hack_signals
 
 DEGENERATION = ("phrase_repetition", "repeated_lines", "repeated_ngram")

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import polars as pl
 
-from apsft_dagster.core.layout import rl_file
+from apsft_dagster.core.run_report.names import rl_file
 from apsft_dagster.core.names import check_name
 from apsft_dagster.core.run_report.ingest import RunFolder, RunReportError
 from apsft_dagster.core.run_report.signals import hack_signals
-from apsft_dagster.core.run_report.thresholds import HackThresholds
+from apsft_dagster.core.run_report.settings import HackThresholds
 from apsft_dagster.core.store import Store, sha256_file
 
 SOURCE = "source.json"

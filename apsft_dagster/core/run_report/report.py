@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from apsft_dagster.core.run_report import plots, tables
 from apsft_dagster.core.run_report.hacking import hack_rates, matched_pairs
 from apsft_dagster.core.run_report.ingest import RunFolder
-from apsft_dagster.core.run_report.thresholds import HackThresholds
+from apsft_dagster.core.run_report.settings import HackThresholds
 from apsft_dagster.core.run_report.verdict import verdict
 
 EVAL_PLOT = "eval_curves.png"

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from apsft_dagster.core.run_report.thresholds import HackThresholds
+from apsft_dagster.core.run_report.settings import HackThresholds
 
 GREETINGS = ("hi", "hello", "hey", "dear", "greetings", "hiya", "howdy", "good morning", "good afternoon",
              "good evening")

@@ -1,0 +1,34 @@
+"""`apsft`: run a profile end to end, open the UI, or validate a config; each wing adds its commands.
+
+  apsft run | export-bank | amend | report      the experiment (experiment/cli/)
+  apsft loss-mask add | run | demo              the loss-mask curation (loss_mask/cli.py)
+  apsft rl-report add                           the RL run report (run_report/cli.py)
+  apsft ui | validate | audit                   shared (cli/)
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from apsft_dagster.cli import audit, ui, validate
+from apsft_dagster.core.errors import ApsftError
+from apsft_dagster.experiment.cli import amend, export_bank, report, run
+from apsft_dagster.loss_mask import cli as loss_mask_cli
+from apsft_dagster.run_report import cli as run_report_cli
+
+COMMANDS = (run, ui, validate, export_bank, amend, audit, report, loss_mask_cli, run_report_cli)  # as `--help` lists them
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="apsft", description="run a profile end to end, open the UI, or "
+                                                               "validate a config")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.add_parser(sub)
+    args = parser.parse_args(argv)
+    try:
+        return args.handler(args)
+    except ApsftError as exc:
+        print(f"apsft: error: {exc}", file=sys.stderr)
+        return 2

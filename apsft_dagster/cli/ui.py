@@ -1,0 +1,51 @@
+"""`apsft ui`: serve the Dagster UI (`dagster dev` over workspace.yaml) and stop all of it on exit."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+
+from apsft_dagster.cli.args import export_choice, profile_arguments
+from apsft_dagster.core.paths import PROJECT_ROOT, ensure_dagster_home
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("ui", help="serve the Dagster UI")
+    profile_arguments(p, store=False)
+    p.add_argument("--port", type=int, default=3000)
+    p.add_argument("--host", default="127.0.0.1",
+                   help="address to bind (default 127.0.0.1: this machine only; Dagster OSS has no login, "
+                        "so share it through an authenticating proxy, not by binding 0.0.0.0)")
+    p.set_defaults(handler=ui)
+
+
+def ui(args: argparse.Namespace) -> int:
+    export_choice(args)
+    ensure_dagster_home()
+    cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", args.host, "-p", str(args.port)]
+    proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, start_new_session=True)  # its own group, so we can end it all
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        return proc.wait()
+    except KeyboardInterrupt:
+        return _stop(proc)
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop(proc: subprocess.Popen, grace_s: float = 20.0) -> int:
+    """Interrupt dagster dev; its daemon can hang on shutdown (dagster-io/dagster#3757), so after
+    a grace period kill the whole process group (webserver, daemon, code servers)."""
+    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        return proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        print(f"apsft: dagster dev did not stop within {grace_s:.0f} s; killing its processes", file=sys.stderr)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        return 130

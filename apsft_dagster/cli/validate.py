@@ -1,0 +1,20 @@
+"""`apsft validate`: load a profile, say it is valid and print its digest (no Dagster, no torch)."""
+
+from __future__ import annotations
+
+import argparse
+
+from apsft_dagster.cli.args import profile_arguments
+from apsft_dagster.core.config import load_config
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("validate", help="validate a profile and print its digest")
+    profile_arguments(p, store=False)
+    p.set_defaults(handler=validate)
+
+
+def validate(args: argparse.Namespace) -> int:
+    config = load_config(args.profile, args.config)
+    print(f"{config.profile}: valid, digest {config.digest}")
+    return 0

@@ -1,0 +1,57 @@
+"""analyze Stage A: per-policy figures, every trigger condition and the verdict (Stage B's plan, which
+reads it, is in stage_b.py)."""
+
+import dagster as dg
+import polars as pl
+
+from apsft_dagster.assets.common import OWNERS, table_preview
+from apsft_dagster.core.analysis import stage_a_decision
+from apsft_dagster.core.evaluation.summary import (base_accuracy_informative, conditions_table, joint_strata,
+                                                  policy_figures, policy_table)
+from apsft_dagster.core.layout import STAGE_A_DECISION, arm_rows, eval_table
+from apsft_dagster.core.training.policies import BASE
+from apsft_dagster.experiment.assets.evaluation import stage_a_eval
+from apsft_dagster.experiment.partitions import stage_a_eval_partitions
+from apsft_dagster.resources import ExperimentResource
+
+ANALYSIS_CHECKS = {
+    "base_accuracy_informative": "base core-IID accuracy lies strictly between 5% and 95% (the comparison can move)",
+}
+
+
+def stage_a_results(store) -> pl.DataFrame:
+    return pl.concat([store.get_parquet(eval_table(p)) for p in stage_a_eval_partitions.get_partition_keys()])
+
+
+@dg.asset(deps=[stage_a_eval], group_name="evaluation", kinds={"polars", "json"}, owners=OWNERS,
+          check_specs=[dg.AssetCheckSpec(n, asset="stage_a_analysis", description=d)
+                       for n, d in ANALYSIS_CHECKS.items()])
+def stage_a_analysis(context: dg.AssetExecutionContext, experiment: ExperimentResource):
+    """Stage A by the registered rules: the strongest baseline, each potential arm's conditions one
+    by one, the verdict (STAGE_B or CORE_BANKING_NEGATIVE) and SHORTEST_BANKING_LEADS beside it."""
+    config, store = experiment.config(), experiment.store()
+    results = stage_a_results(store)
+    ev = config.evaluation
+    decision = stage_a_decision(results, n_resamples=ev.bootstrap_resamples, seed=config.seeds.experiment,
+                                thresholds=config.stage_b, confidence=ev.confidence)
+    figures = {p: policy_figures(results.filter(pl.col("policy") == p), n_resamples=ev.bootstrap_resamples,
+                                 seed=config.seeds.experiment, confidence=ev.confidence)
+               for p in stage_a_eval_partitions.get_partition_keys()}
+    strata = joint_strata(results, store.get_parquet(arm_rows("joint_potential")), decision["strongest_baseline"])
+    document = {"format": "apsft-stage-a/1", "verdict": decision["verdict"], "decision": decision,
+                "policies": figures, "joint_strata": strata}
+    digest = store.put_json(STAGE_A_DECISION, document)
+    base = figures[BASE]["core_iid_accuracy"]
+    context.log.info(f"Stage A verdict: {decision['verdict']} (strongest baseline {decision['strongest_baseline']}; "
+                     f"triggered {decision['triggered'] or 'none'}; shortest leads: {decision['shortest_leads']})")
+    yield dg.MaterializeResult(
+        metadata={"verdict": decision["verdict"], "strongest_baseline": decision["strongest_baseline"],
+                  "triggered": ", ".join(decision["triggered"]) or "none",
+                  "shortest_banking_leads": decision["shortest_leads"], "base_core_iid_accuracy": base,
+                  "policies": table_preview(policy_table(figures), rows=len(figures)),
+                  "conditions": table_preview(conditions_table(decision)),
+                  "sha256": digest},
+        data_version=dg.DataVersion(digest))
+    yield dg.AssetCheckResult(check_name="base_accuracy_informative", passed=base_accuracy_informative(base),
+                              severity=dg.AssetCheckSeverity.ERROR,
+                              metadata={"base_core_iid_accuracy": base})

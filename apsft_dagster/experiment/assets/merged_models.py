@@ -1,0 +1,66 @@
+"""merge + deployment probe (policies): every LoRA pair merged and proven, then a greedy difference from base."""
+
+
+import dagster as dg
+
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed
+from apsft_dagster.experiment.assets.training import adapters
+from apsft_dagster.core.layout import TASK_CATALOG, merged_dir, merged_report, probe_report
+from apsft_dagster.core.base_model import base_model_path
+from apsft_dagster.core.store import json_bytes, sha256_bytes
+from apsft_dagster.core.training.deploy import merge_policy
+from apsft_dagster.core.training.probe import compare, greedy_outputs, probe_prompts
+from apsft_dagster.core.policy_checks import merge_problems, probe_problems
+from apsft_dagster.experiment.partitions import policy_partitions
+from apsft_dagster.resources import ExperimentResource, GenerationResource
+
+MERGE_CHECKS = {
+    "merge_pairs": "exactly one changed base weight per LoRA pair, every other tensor bit-identical to the base files",
+    "deployment_probe": "each merged model's greedy output differs from base on at least one probe prompt",
+}
+
+
+@dg.asset(pool=GPU_POOL,
+          partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(), deps=[adapters],
+          group_name="training", kinds={"pytorch", "safetensors"}, owners=OWNERS,
+          check_specs=[dg.AssetCheckSpec(n, asset="merged_models", description=d, blocking=True)
+                       for n, d in MERGE_CHECKS.items()])
+def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResource, generator: GenerationResource):
+    """Each policy's adapter merged into the base and fingerprinted, then probed against base."""
+    config, store = experiment.config(), experiment.store()
+    base = str(base_model_path(config, store))
+    prompts = probe_prompts(config, set(store.get_parquet(TASK_CATALOG)["prompt"]))
+    base_out = greedy_outputs(generator.engine(), prompts, config.probe.max_new_tokens)
+    reports, probes = {}, {}
+    for i, policy in enumerate(context.partition_keys):
+        if completed(store, merged_report(policy), merged_dir(policy)):
+            reports[policy], action = store.get_json(merged_report(policy)), "kept"
+        else:
+            generator.release()  # the merge needs the memory, not the engine
+            reports[policy], action = merge_policy(store, config, policy, base), "merged"
+        engine = generator.engine(store.path(merged_dir(policy)))
+        probes[policy] = compare(prompts, base_out, greedy_outputs(engine, prompts, config.probe.max_new_tokens),
+                                 engine.tokenizer.decode)
+        store.put_json(probe_report(policy), {"policy": policy, "merged_fingerprint": reports[policy]["fingerprint"],
+                                              "max_new_tokens": config.probe.max_new_tokens, **probes[policy]})
+        context.add_asset_metadata(_metadata(reports[policy], probes[policy], action), partition_key=policy)
+        context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {action}, "
+                         f"{reports[policy]['changed_tensors']} weights changed, probe differs on "
+                         f"{probes[policy]['differing']}/{len(prompts)} prompts")
+    generator.release()
+    digest = sha256_bytes(json_bytes({p: r["fingerprint"] for p, r in reports.items()}))
+    yield dg.MaterializeResult(metadata={"policies": len(reports), "probe_prompts": len(prompts)},
+                               data_version=dg.DataVersion(digest))
+    yield check_result("merge_pairs", merge_problems(reports))
+    yield check_result("deployment_probe", probe_problems(probes))
+
+
+def _metadata(report: dict, probe: dict, action: str) -> dict:
+    first = probe["first_difference"]
+    shown = "none: identical to base on every probe prompt" if first is None else (
+        f"**prompt**\n\n{first['prompt']}\n\n**base**\n\n```\n{first['base']}\n```\n\n"
+        f"**merged**\n\n```\n{first['merged']}\n```")
+    return {"action": action, "lora_pairs": report["lora_pairs"], "changed_tensors": report["changed_tensors"],
+            "unchanged_tensors": report["unchanged_tensors"], "fingerprint": report["fingerprint"],
+            "merge_weights": report["merge_weights"], "probe_differing": probe["differing"],
+            "probe_prompts": probe["prompts"], "first_differing_pair": dg.MetadataValue.md(shown)}

@@ -1,0 +1,78 @@
+"""train (policies = arm x seed): LoRA adapters behind the budget gate, with their loss curves."""
+
+import dagster as dg
+
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed, png_markdown
+from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
+from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
+from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
+from apsft_dagster.core.training.gate import budget_gate, verified_manifest
+from apsft_dagster.core.training.policies import parse_policy
+from apsft_dagster.experiment.assets.sft_arms import sft_arms, sft_manifest
+from apsft_dagster.experiment.partitions import STAGE_A_POLICIES, arm_to_policies, policy_partitions
+from apsft_dagster.resources import ExperimentResource, TrainingResource
+
+ADAPTER_CHECKS = {
+    "exact_optimizer_steps": "each adapter took exactly ceil(rows x epochs / grad_accum) optimizer steps",
+    "lora_pairs": "each adapter file holds one LoRA pair per linear projection of the decoder blocks",
+    "same_initial_adapter": "every policy of a seed started from the same initial adapter (seeded creation)",
+}
+
+
+@dg.asset(pool=GPU_POOL, partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+          deps=[dg.AssetDep(sft_arms, partition_mapping=arm_to_policies), sft_manifest], group_name="training",
+          kinds={"pytorch", "peft"}, owners=OWNERS,
+          check_specs=[dg.AssetCheckSpec(n, asset="adapters", description=d, blocking=True)
+                       for n, d in ADAPTER_CHECKS.items()])
+def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, trainer: TrainingResource):
+    """One LoRA adapter per policy. Refuses unless the seal and manifest verify; before the first
+    optimizer step the training matrix's device-hours are gated against the budget."""
+    config, store = experiment.config(), experiment.store()
+    manifest, manifest_sha, _ = verified_manifest(store, config)
+    todo = [p for p in context.partition_keys if not completed(store, adapter_report(p), adapter_dir(p))]
+    gate = None
+    if todo:
+        measured = trainer.warmup(parse_policy(todo[0])[0])
+        matrix = training_matrix(STAGE_A_POLICIES, context.partition_keys)
+        gate = budget_gate(store, config, manifest, matrix,
+                           measured or config.training.throughput_tokens_per_s.low, measured is not None)
+        context.log.info(f"budget gate: {gate['device_hours']:.4f} device-hours estimated for {len(matrix)} policies "
+                         f"at {gate['tokens_per_s']:,.0f} tokens/s ({gate['throughput_source']}); budget "
+                         f"{gate['budget_device_hours']} ({gate['budget_source']})")
+    reports = {}
+    for i, policy in enumerate(context.partition_keys):
+        if policy in todo:
+            report = trainer.train(policy, manifest_sha, context.log.info)
+            timing, action = report.pop("timing"), "trained"
+        else:
+            report, timing, action = store.get_json(adapter_report(policy)), None, "kept"
+        reports[policy] = report
+        context.add_asset_metadata(_metadata(store, report, timing, action, gate), partition_key=policy)
+        context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {action}, "
+                         f"{report['optimizer_steps']} steps, final loss {report['curve'][-1]['loss']:.4f}")
+    problems = adapter_problems(store, reports, config.training)
+    digest = sha256_bytes(json_bytes({p: r["adapter_files_sha256"] for p, r in reports.items()}))
+    run_meta = {"policies": len(reports), "trained": len(todo)}
+    if gate:
+        run_meta.update(estimated_device_hours=round(gate["device_hours"], 6),
+                        budget_device_hours=gate["budget_device_hours"], budget_source=gate["budget_source"],
+                        warmup_tokens_per_s=round(gate["tokens_per_s"], 1))
+    yield dg.MaterializeResult(metadata=run_meta, data_version=dg.DataVersion(digest))
+    for name in ADAPTER_CHECKS:
+        yield check_result(name, problems[name])
+
+
+def _metadata(store: Store, report: dict, timing: dict | None, action: str, gate: dict | None) -> dict:
+    curve = report["curve"]
+    meta = {"action": action, "optimizer_steps": report["optimizer_steps"], "rows": report["rows"],
+            "forward_tokens": report["forward_tokens"], "lora_pairs": report["lora_pairs"],
+            "first_loss": round(curve[0]["loss"], 4), "final_loss": round(curve[-1]["loss"], 4),
+            "initial_adapter_sha256": report["initial_adapter_sha256"],
+            "adapter_files_sha256": report["adapter_files_sha256"], "base_weights": report["base_weights"],
+            "loss_curve": png_markdown(store.get_bytes(loss_curve(report["policy"])), report["policy"])}
+    if timing:
+        meta.update(wall_seconds=round(timing["seconds"], 2), tokens_per_s=round(timing["tokens_per_s"], 1),
+                    resumed_from_step=timing["resumed_from_step"])
+    if gate and gate.get("amendment_seq") is not None:
+        meta["budget_amendment"] = gate["budget_source"]
+    return meta

@@ -1,0 +1,11 @@
+"""The RL run report's stages: one run per registered run folder (the inbox sensor requests it),
+then its SQL audits. `apsft rl-report add NAME FOLDER` runs these by hand."""
+
+from apsft_dagster.assets.audits import place_audits
+from apsft_dagster.run_report.assets import rl_run_evidence, run_report
+from apsft_dagster.stage import Stage
+
+RUN_REPORT_STAGES = place_audits((
+    Stage("run_report_job", (rl_run_evidence, run_report)),
+    Stage("run_report_audits_job", (), hosts_audits=True),
+))

@@ -1,0 +1,42 @@
+"""A stage: one job over some assets, in a wing's order. Every wing lists its stages as these;
+the runner (`runner.run_stages`) runs them, and `stage_jobs` turns them into Dagster jobs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import dagster as dg
+
+from apsft_dagster.run_tags import gpu_run_tags
+
+
+@dataclass(frozen=True)
+class Stage:
+    job: str
+    assets: tuple[dg.AssetsDefinition, ...]
+    engine: bool = False  # loads a model on compute.device (generation, scoring, training)
+    default_keys: tuple[str, ...] | None = None  # the partitions `apsft run` runs unless told otherwise
+    # Partitions decided at run time from what earlier stages wrote (e.g. Stage B's plan); an
+    # empty list skips the stage.
+    keys_at_run: Callable[[dg.Definitions], list[str]] | None = None
+    # SQL audits join the first such stage at or after the stage that writes their inputs
+    # (assets/audits.py `place_audits`)
+    hosts_audits: bool = False
+
+    @property
+    def partitions_def(self) -> dg.PartitionsDefinition | None:
+        return next((a.partitions_def for a in self.assets if a.partitions_def is not None), None)
+
+
+def stage_assets(stages: Sequence[Stage]) -> list[dg.AssetsDefinition]:
+    """Each asset once (a stage may select an asset again, as the replication stages do)."""
+    return list(dict.fromkeys(a for stage in stages for a in stage.assets))
+
+
+def stage_jobs(stages: Sequence[Stage]) -> list[dg.UnresolvedAssetJobDefinition]:
+    """One job per stage; engine stages carry the GPU run tags read from the environment."""
+    gpu_tags = gpu_run_tags()
+    return [dg.define_asset_job(s.job, selection=list(s.assets),
+                                tags={"apsft/engine": str(s.engine).lower(), **(gpu_tags if s.engine else {})})
+            for s in stages]
