@@ -1,7 +1,7 @@
 -- Per arm x family x level (every cell of the catalog's train split, also cells an arm left empty):
 -- tasks and rows against the cell's train tasks; `balanced` = every task present with exactly two rows.
--- status: 'balanced', 'UNBALANCED' (a violation), or 'exempt (success_rft)' for a success_rft cell
--- that is not balanced: that arm's support is whatever R1 successes exist, repeats fill its rows.
+-- status: 'balanced', 'UNBALANCED' (a violation), or 'exempt (<arm>)' for an unbalanced cell of an arm
+-- the arm table exempts (success_rft: its support is whatever R1 successes exist, repeats fill its rows).
 with cell_tasks as (
     select family, level, count(*) as catalog_tasks
     from task_catalog
@@ -20,10 +20,11 @@ grid as (
     cross join cell_tasks c
     left join arm_cells x on x.arm = a.arm and x.family = c.family and x.level = c.level
 )
-select arm, family, level, catalog_tasks, tasks, rows,
-       tasks = catalog_tasks and rows = 2 * catalog_tasks as balanced,
-       case when tasks = catalog_tasks and rows = 2 * catalog_tasks then 'balanced'
-            when arm = 'success_rft' then 'exempt (success_rft)'
+select g.arm, g.family, g.level, g.catalog_tasks, g.tasks, g.rows,
+       g.tasks = g.catalog_tasks and g.rows = 2 * g.catalog_tasks as balanced,
+       case when g.tasks = g.catalog_tasks and g.rows = 2 * g.catalog_tasks then 'balanced'
+            when not t.balanced then 'exempt (' || g.arm || ')'
             else 'UNBALANCED' end as status
-from grid
-order by arm, family, level
+from grid g
+join arms t on t.arm = g.arm
+order by g.arm, g.family, g.level

@@ -184,7 +184,7 @@ def greedy_requests(tokenizer, tasks, n: int, max_tokens: int):
 
 
 def time_generation(engine, tasks, n: int, max_tokens: int) -> dict:
-    from apsft_dagster.core.training.probe import GREEDY
+    from apsft_dagster.core.engines.base import GREEDY
 
     requests = greedy_requests(engine.tokenizer, tasks, n, max_tokens)
     engine.generate(requests[:2], GREEDY)  # warm-up

@@ -1,12 +1,14 @@
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import dagster as dg
 
-
+from apsft_dagster.core.arms import ARMS
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.definitions import defs
 from apsft_dagster.experiment.partitions import train_task_partitions
@@ -73,3 +75,13 @@ def test_train_partitions_are_sorted_task_ids_with_contiguous_cells():
     runs = [c for i, c in enumerate(cells) if i == 0 or cells[i - 1] != c]
     assert len(runs) == len(set(cells)) == 9  # each cell is one contiguous block
     assert all(cells.count(c) == config.tasks.train.per_cell for c in set(cells))
+
+
+def test_dagster_loads_the_code_location_as_the_ui_does():
+    """Dagster's own loader (what `dagster dev`, the code server and the UI use) takes one
+    Definitions object from the module's scope: the wings' are reached through their modules."""
+    proc = subprocess.run([sys.executable, "-m", "dagster", "definitions", "validate", "-w", "workspace.yaml"],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300,
+                          env={k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"})
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "Validation successful for code location apsft_dagster.definitions" in proc.stderr + proc.stdout

@@ -8,7 +8,7 @@ from apsft_dagster.core.engines.base import Completion
 from apsft_dagster.core.evaluation.generations import eval_tasks, generate_policy
 from apsft_dagster.core.evaluation.parse import parse_one
 from apsft_dagster.core.layout import STAGE_A_DECISION, TASK_CATALOG, eval_generations, eval_table
-from apsft_dagster.core.training.policies import BASE, stage_a_eval_keys
+from apsft_dagster.core.policies import BASE, stage_a_eval_keys
 
 LOOP = LoopThresholds(min_repeats=4, max_period=512, min_span=64)
 
@@ -131,7 +131,7 @@ def test_batched_greedy_equals_one_at_a_time_on_the_smoke_splits(smoke_run):
     from apsft_dagster.core.engines.base import GenerationRequest
     from apsft_dagster.core.engines.transformers_engine import TransformersEngine
     from apsft_dagster.core.protocol import IM_END, format_prompt
-    from apsft_dagster.core.training.probe import GREEDY
+    from apsft_dagster.core.engines.base import GREEDY
 
     _, store = smoke_run
     config = load_config("smoke")
@@ -150,7 +150,7 @@ def test_generation_audit_covers_the_bank_every_arm_and_every_policy(smoke_run):
     import glob
 
     from apsft_dagster.core.layout import GENERATION_AUDIT, arm_rows
-    from apsft_dagster.core.selection import ARMS
+    from apsft_dagster.core.arms import ARMS
 
     results, store = smoke_run
     assert results["generation_audit"].success

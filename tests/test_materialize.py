@@ -95,7 +95,7 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     assert first.verify("sft_manifest.json") == second.verify("sft_manifest.json")
     # every adapter and merged model, file by file, and their reports (curves, digests, counts)
     from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve, merged_dir, merged_report
-    from apsft_dagster.core.training.policies import stage_a_policies
+    from apsft_dagster.core.policies import stage_a_policies
 
     for policy in stage_a_policies(load_config("smoke")):
         for name in (adapter_dir(policy), adapter_report(policy), loss_curve(policy), merged_dir(policy),
@@ -107,7 +107,7 @@ def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
     from apsft_dagster.core.layout import (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN,
                                            eval_generations, eval_table, report_plot)
     from apsft_dagster.core.report import PLOTS
-    from apsft_dagster.core.training.policies import stage_a_eval_keys
+    from apsft_dagster.core.policies import stage_a_eval_keys
 
     for policy in stage_a_eval_keys(load_config("smoke")):
         assert first.verify(eval_generations(policy)) == second.verify(eval_generations(policy)), policy

@@ -123,7 +123,8 @@ import dagster as dg, sys
 sys.path.insert(0, "tests")
 from conftest import smoke_resources
 from apsft_dagster.experiment.assets.trace_bank import trace_bank
-from apsft_dagster.experiment.partitions import single_run_tags, train_task_partitions
+from apsft_dagster.experiment.partitions import train_task_partitions
+from apsft_dagster.run_tags import single_run_tags
 keys = train_task_partitions.get_partition_keys()
 dg.materialize([trace_bank], resources=smoke_resources(sys.argv[1]), tags=single_run_tags(keys))
 """

@@ -15,7 +15,7 @@ from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.layout import SFT_MANIFEST, TRACE_BANK, arm_file, arm_rows, shard_file
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.protocol import format_record
-from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.arms import ARMS
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 
 from apsft_dagster.core.config import StageB
-from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.arms import ARMS
 from apsft_dagster.core.stage_b import (MISSION, POSITIVE, REPLICATED, comparison, final_verdict, matched_compute,
                                         matched_vote, replication, winner)
 
@@ -36,25 +36,25 @@ def test_the_winner_is_the_triggered_arm_with_the_larger_margin():
 
 def test_the_stage_b_comparison_and_its_interface_metrics():
     good = comparison(_greedy({"answer_potential": range(60), "random_natural": range(50)}), "answer_potential",
-                      "random_natural", RULES, n_resamples=2000, seed=0)
+                      "random_natural", RULES, n_resamples=2000, seed=0, confidence=0.95)
     assert good["passed"] and good["margin"] == pytest.approx(0.10) and good["lower"] > 0
     unparsed = comparison(_greedy({"answer_potential": range(60), "random_natural": range(50)},
                                   unparsed={"answer_potential": 5}), "answer_potential", "random_natural", RULES,
-                          n_resamples=2000, seed=0)
+                          n_resamples=2000, seed=0, confidence=0.95)
     assert not unparsed["passed"] and not unparsed["checks"]["parse_rate_loss"]
     small = comparison(_greedy({"answer_potential": range(52), "random_natural": range(50)}), "answer_potential",
-                       "random_natural", RULES, n_resamples=2000, seed=0)
+                       "random_natural", RULES, n_resamples=2000, seed=0, confidence=0.95)
     assert not small["checks"]["margin"]
 
 
 def test_replication_needs_the_same_sign_and_a_pooled_interval_above_zero():
     a = _greedy({"answer_potential": range(60), "random_natural": range(50)})
     same = replication(a, _greedy({"answer_potential": range(58), "random_natural": range(50)}), "answer_potential",
-                       "random_natural", n_resamples=2000, seed=0)
+                       "random_natural", n_resamples=2000, seed=0, confidence=0.95)
     assert same["passed"] and same["second_seed_margin"] == pytest.approx(0.08)
     assert same["pooled_mean"] == pytest.approx(0.09)  # (0.10 + 0.08) / 2: each task's differences averaged
     flipped = replication(a, _greedy({"answer_potential": range(45), "random_natural": range(50)}),
-                          "answer_potential", "random_natural", n_resamples=2000, seed=0)
+                          "answer_potential", "random_natural", n_resamples=2000, seed=0, confidence=0.95)
     assert not flipped["passed"] and not flipped["checks"]["same_sign"]
 
 
@@ -76,10 +76,10 @@ def test_matched_compute_compares_greedy_with_base_sample_more():
         for s, answer in enumerate(("9", "1", "1")):
             rows.append({"task_id": f"t{i:02d}", "sample": s, "answer": answer, "forward_tokens": 100,
                          "canonical": "1" if i < 30 else "2"})
-    result = matched_compute(treatment, pl.DataFrame(rows), n_resamples=2000, seed=0)
+    result = matched_compute(treatment, pl.DataFrame(rows), n_resamples=2000, seed=0, confidence=0.95)
     assert result["base_vote_accuracy"] == 0.0 and result["margin"] == pytest.approx(0.75) and result["passed"]
     richer = treatment.with_columns(pl.lit(300).alias("forward_tokens"))  # three samples: "1" wins on t00-t29
-    result = matched_compute(richer, pl.DataFrame(rows), n_resamples=2000, seed=0)
+    result = matched_compute(richer, pl.DataFrame(rows), n_resamples=2000, seed=0, confidence=0.95)
     assert result["base_vote_accuracy"] == pytest.approx(30 / 80)
 
 
@@ -159,7 +159,7 @@ def test_analyze_climbs_the_ladder_from_the_tables(seed43_right, votes, verdict)
                                "random_natural-seed42": set(range(30)), "answer_potential-seed43": seed43_right,
                                "random_natural-seed43": set(range(30))}, votes)
     result = analyze(PLAN, "STAGE_B", greedy, samples, RULES, experiment_seed=42, replication_seed=43,
-                     n_resamples=2000, seed=0)
+                     n_resamples=2000, seed=0, confidence=0.95)
     assert result["final_verdict"] == verdict, result["rule"]
     assert result["comparison"]["margin"] == pytest.approx(20 / 60)
     assert result["replication"]["second_seed_margin"] == pytest.approx((len(seed43_right) - 30) / 60)
@@ -176,7 +176,7 @@ def test_analyze_fails_the_first_rung_when_the_winner_does_not_hold():
                                "random_natural-seed42": set(range(30)), "answer_potential-seed43": set(range(50)),
                                "random_natural-seed43": set(range(30))}, [["2", "2"]] * 60)
     result = analyze(PLAN, "STAGE_B", greedy, samples, RULES, experiment_seed=42, replication_seed=43,
-                     n_resamples=2000, seed=0)
+                     n_resamples=2000, seed=0, confidence=0.95)
     assert result["final_verdict"] == "CORE_BANKING_NEGATIVE" and "margin" in result["rule"]
 
 

@@ -162,7 +162,7 @@ def test_released_weights_keep_receipts_and_refuse_evaluation(triggered, tmp_pat
     from apsft_dagster.experiment.assets.evaluation import model_of
     from apsft_dagster.experiment.assets.stage_b import released_policies
     from apsft_dagster.core.config import load_config
-    from apsft_dagster.core.training.policies import stage_a_policies
+    from apsft_dagster.core.policies import stage_a_policies
 
     store, _, _ = triggered
     config = load_config("smoke")

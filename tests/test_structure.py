@@ -1,5 +1,5 @@
 """The house's shape, read from the source with `ast`: no import circle inside the package, no
-module over 300 lines, no function over 60.
+module over 300 lines, no function over 60, no line over the length pyproject.toml sets.
 
 Imports count wherever they are written (a function-level import closes a circle as surely as a
 top-level one); only those under `if TYPE_CHECKING:` are left out, since they never run.
@@ -8,6 +8,7 @@ top-level one); only those under `if TYPE_CHECKING:` are left out, since they ne
 from __future__ import annotations
 
 import ast
+import tomllib
 from pathlib import Path
 
 from apsft_dagster.core.paths import PROJECT_ROOT
@@ -15,6 +16,7 @@ from apsft_dagster.core.paths import PROJECT_ROOT
 PACKAGE = PROJECT_ROOT / "apsft_dagster"
 MAX_MODULE_LINES = 300
 MAX_FUNCTION_LINES = 60
+CHECKED_TREES = ("apsft_dagster", "tests", "scripts", "benchmarks")
 
 
 def _modules(root: Path = PACKAGE) -> dict[str, Path]:
@@ -125,3 +127,34 @@ def test_no_module_or_function_is_too_long():
                 if length > MAX_FUNCTION_LINES:
                     too_long.append(f"{name}:{node.lineno} {node.name}: {length} lines (at most {MAX_FUNCTION_LINES})")
     assert too_long == []
+def test_no_line_is_longer_than_pyproject_says():
+    limit = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["tool"]["ruff"]["line-length"]
+    assert limit == 120
+    wide = [f"{path.relative_to(PROJECT_ROOT)}:{number}: {len(line)}"
+            for tree in CHECKED_TREES for path in sorted((PROJECT_ROOT / tree).rglob("*.py"))
+            for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > limit]
+    assert wide == []
+
+
+ASSET_MODULES = ("apsft_dagster.experiment.assets.", "apsft_dagster.loss_mask.assets", "apsft_dagster.loss_mask.pack",
+                 "apsft_dagster.run_report.assets")
+
+
+def test_asset_modules_import_only_asset_objects_from_each_other():
+    """Helpers live in the core: what one asset module takes from another is an asset it depends on."""
+    import importlib
+
+    import dagster as dg
+
+    modules = _modules()
+    taken = []
+    for name, path in modules.items():
+        if not name.startswith(ASSET_MODULES):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(ASSET_MODULES):
+                taken += [(name, node.module, alias.name) for alias in node.names]
+    assert taken  # the check sees the imports it judges
+    helpers = [f"{importer} takes {source}.{n}" for importer, source, n in taken
+               if not isinstance(getattr(importlib.import_module(source), n), dg.AssetsDefinition)]
+    assert helpers == []

@@ -80,7 +80,8 @@ def test_tampered_shard_fails_hash_parity(smoke_run, tmp_path):
 HARVEST = """
 import dagster as dg, sys
 from apsft_dagster.experiment.assets.trace_bank import trace_bank
-from apsft_dagster.experiment.partitions import single_run_tags, train_task_partitions
+from apsft_dagster.experiment.partitions import train_task_partitions
+from apsft_dagster.run_tags import single_run_tags
 sys.path.insert(0, "tests")
 from conftest import smoke_resources, variant_config
 keys = train_task_partitions.get_partition_keys()

@@ -12,7 +12,7 @@ import pytest
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import TrainingError
 from apsft_dagster.core.layout import adapter_checkpoint, adapter_dir, adapter_report, loss_curve
-from apsft_dagster.core.training.policies import parse_policy, policy_keys, stage_a_policies
+from apsft_dagster.core.policies import parse_policy, policy_keys, stage_a_policies
 from apsft_dagster.core.training.records import epoch_order, windows
 from tiny import small_training, tiny_model, training_rows, training_store
 

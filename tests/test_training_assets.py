@@ -11,7 +11,7 @@ from apsft_dagster.core.layout import (TASK_CATALOG, adapter_dir, adapter_report
                                        probe_report)
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.training.gate import verified_manifest
-from apsft_dagster.core.training.policies import replication_policies, stage_a_policies
+from apsft_dagster.core.policies import replication_policies, stage_a_policies
 from apsft_dagster.core.training.probe import probe_prompts
 
 STAGE_A = stage_a_policies(load_config("smoke"))

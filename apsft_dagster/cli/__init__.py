@@ -17,7 +17,8 @@ from apsft_dagster.experiment.cli import amend, export_bank, report, run
 from apsft_dagster.loss_mask import cli as loss_mask_cli
 from apsft_dagster.run_report import cli as run_report_cli
 
-COMMANDS = (run, ui, validate, export_bank, amend, audit, report, loss_mask_cli, run_report_cli)  # as `--help` lists them
+# in the order `apsft --help` lists them
+COMMANDS = (run, ui, validate, export_bank, amend, audit, report, loss_mask_cli, run_report_cli)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,17 +13,18 @@ from __future__ import annotations
 import polars as pl
 
 from apsft_dagster.core.config import StageB
-from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.arms import ARMS, arms_with, the_arm
+from apsft_dagster.core.splits import PRIMARY, STAGE_A_SPLITS
 from apsft_dagster.core.stats import paired_bootstrap
+from apsft_dagster.core.verdicts import NEGATIVE, STAGE_B
 
-BASELINES = ("random_natural", "success_rft", "shortest_natural")
-POTENTIAL = ("answer_potential", "joint_potential")
-SHUFFLE, SHORTEST = "potential_shuffle", "shortest_natural"
-SPLITS = ("core_iid", "core_hard", "held_family")
+BASELINES = arms_with(role="baseline")  # random_natural, success_rft, shortest_natural (the tie order)
+POTENTIAL = arms_with(role="potential")
+SHUFFLE, SHORTEST = the_arm(role="shuffle"), the_arm(rows="shortest")
+SPLITS = STAGE_A_SPLITS  # core_iid, core_hard, held_family
 COLUMNS = {"arm": pl.String, "task_id": pl.String, "split": pl.String, "family": pl.String, "correct": pl.Boolean,
            "parsed": pl.Boolean}
 EPS = 1e-9
-STAGE_B, NEGATIVE = "STAGE_B", "CORE_BANKING_NEGATIVE"
 
 
 def _check(results: pl.DataFrame) -> None:
@@ -63,7 +64,7 @@ def stage_a_decision(results: pl.DataFrame, *, n_resamples: int = 10_000, seed: 
         thresholds = load_config().stage_b
     _check(results)
     by_arm = {arm: results.filter(pl.col("arm") == arm) for arm in ARMS}
-    iid = {arm: rows.filter(pl.col("split") == "core_iid").sort("task_id") for arm, rows in by_arm.items()}
+    iid = {arm: rows.filter(pl.col("split") == PRIMARY).sort("task_id") for arm, rows in by_arm.items()}
     acc = {arm: accuracy(rows) for arm, rows in iid.items()}
     best = max(acc[b] for b in BASELINES)
     baseline = next(b for b in BASELINES if acc[b] >= best - EPS)

@@ -9,11 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from apsft_dagster.core.errors import ApsftError
-
-
-class InfeasibleAssignmentError(ApsftError):
-    """No complete assignment avoids every forbidden edge."""
+from apsft_dagster.core.errors import InfeasibleAssignmentError
 
 
 def min_cost_assignment(cost: Sequence[Sequence[float | None]]) -> list[int]:

@@ -18,6 +18,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
+from apsft_dagster.core.arms import ARM_TABLE
 from apsft_dagster.core.errors import AuditError, MissingArtifactError
 from apsft_dagster.core.layout import (
     AUDIT_DATABASE,
@@ -55,6 +56,16 @@ EXPERIMENT_VIEWS = {
 VIEWS = {**EXPERIMENT_VIEWS, **LOSS_MASK_VIEWS, **RUN_REPORT_VIEWS}
 
 
+def _arm_table() -> str:
+    rows = ", ".join(f"('{a.name}', '{a.role}', '{a.rows}', {str(a.balanced).lower()}, "
+                     f"{str(a.sampled_in_stage_b).lower()})" for a in ARM_TABLE)
+    return f"select * from (values {rows}) t(arm, role, row_rule, balanced, sampled_in_stage_b)"
+
+
+# views over the project's own tables, not over files (no asset writes them): the arm table
+TABLE_VIEWS = {"arms": _arm_table()}
+
+
 @dataclass(frozen=True)
 class Audit:
     name: str
@@ -65,7 +76,7 @@ class Audit:
 
     @property
     def assets(self) -> list[str]:
-        return sorted({VIEWS[v][0] for v in self.views})
+        return sorted({VIEWS[v][0] for v in self.views if v in VIEWS})
 
 
 def referenced_tables(sql: str, source: str = "<sql>") -> tuple[str, ...]:
@@ -96,9 +107,10 @@ def referenced_tables(sql: str, source: str = "<sql>") -> tuple[str, ...]:
 def load_audit(path: Path) -> Audit:
     sql = path.read_text()
     views = referenced_tables(sql, str(path))
-    unknown = sorted(set(views) - set(VIEWS))
+    unknown = sorted(set(views) - set(VIEWS) - set(TABLE_VIEWS))
     if unknown:
-        raise AuditError(f"{path}: reads {unknown}, which are not views; known views are {sorted(VIEWS)}")
+        raise AuditError(f"{path}: reads {unknown}, which are not views; known views are "
+                         f"{sorted([*VIEWS, *TABLE_VIEWS])}")
     comment = [line.removeprefix("--").strip() for line in sql.splitlines() if line.startswith("--")]
     return Audit(path.stem, path, sql, views, " ".join(comment))
 
@@ -110,6 +122,9 @@ def discover(directory: Path = AUDIT_DIR) -> list[Audit]:
 def connect(store: Store, views: tuple[str, ...]) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     for view in views:
+        if view in TABLE_VIEWS:
+            con.execute(f"create or replace temp view {view} as {TABLE_VIEWS[view]}")
+            continue
         asset, files, select = VIEWS[view]
         if not store.local_files(files):
             raise MissingArtifactError(f"view {view}: no files {store.root / files}; materialize `{asset}` first")

@@ -52,6 +52,7 @@ from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.loss_mask.settings import LossMask
 from apsft_dagster.core.paths import CONFIG_DIR, local_model_dir
 from apsft_dagster.core.run_report.settings import HackThresholds, RunReport
+from apsft_dagster.core.splits import CONFIGURED, SPLIT_TABLE
 
 # other systems of the platform: their settings never move the experiment's seal
 SIBLING_SECTIONS = ("loss_mask", "run_report")
@@ -80,14 +81,7 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:
-        for name in ("train", "core_iid", "core_hard", "held_family"):
-            _check_split(f"tasks.{name}", getattr(self.tasks, name))
-        train, held = self.tasks.train, self.tasks.held_family
-        if set(train.families) & set(held.families):
-            raise ValueError("tasks.held_family.families must not share a family with tasks.train")
-        for name in ("core_iid", "core_hard"):
-            if set(getattr(self.tasks, name).families) != set(train.families):
-                raise ValueError(f"tasks.{name}.families must equal tasks.train.families")
+        _check_tasks(self.tasks)
         if self.model.source == "embedded" and self.embedded is None:
             raise ValueError("embedded: required when model.source is 'embedded'")
         if self.model.source == "embedded" and self.model.architecture is None:
@@ -151,6 +145,19 @@ class Config(Strict):
         """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (the sibling
         systems' sections left out: they do not change the experiment)."""
         return hashlib.sha256(canonical_json(self.model_dump(mode="json", exclude=set(SIBLING_SECTIONS)))).hexdigest()
+
+
+def _check_tasks(tasks: Tasks) -> None:
+    """Each configured split's cells, and its families as the split table says (core/splits.py)."""
+    for name in CONFIGURED:
+        _check_split(f"tasks.{name}", getattr(tasks, name))
+    train = set(tasks.train.families)
+    for name in (s.name for s in SPLIT_TABLE if s.families == "held_out"):
+        if train & set(getattr(tasks, name).families):
+            raise ValueError(f"tasks.{name}.families must not share a family with tasks.train")
+    for name in (s.name for s in SPLIT_TABLE if s.families == "train"):
+        if set(getattr(tasks, name).families) != train:
+            raise ValueError(f"tasks.{name}.families must equal tasks.train.families")
 
 
 def _check_split(field: str, split: Split) -> None:

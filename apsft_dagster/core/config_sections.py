@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, create_model
+
+from apsft_dagster.core.splits import CONFIGURED
 
 KNOWN_FAMILIES = ("caravan", "foundry_ledger", "runeward", "brinework", "spindle")
 KNOWN_LEVELS = (1, 2, 3, 4)
@@ -37,11 +39,9 @@ class Split(Strict):
     total: int
 
 
-class Tasks(Strict):
-    train: Split
-    core_iid: Split
-    core_hard: Split
-    held_family: Split
+# One block per configured split of the split table (train, core_iid, core_hard, held_family; a
+# derived split such as rendering has none), so a new split is a row there and a block here.
+Tasks = create_model("Tasks", __base__=Strict, __module__=__name__, **{name: (Split, ...) for name in CONFIGURED})
 
 
 ARCHITECTURES = ("qwen3_5", "qwen3")  # what the embedded build makes; a local snapshot says its own

@@ -33,6 +33,10 @@ class BalanceError(ApsftError):
     """An arm would break the balanced design (rows per task, per cell, per arm): fail closed."""
 
 
+class InfeasibleAssignmentError(ApsftError):
+    """No complete assignment avoids every forbidden edge (the shuffle arm's assignment)."""
+
+
 class SealError(ApsftError):
     """The evidence seal is missing, or something it binds changed since sealing (fail closed)."""
 

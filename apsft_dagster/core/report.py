@@ -17,9 +17,10 @@ from apsft_dagster.core.layout import (EVIDENCE_SEAL, PARITY_GATE, SFT_MANIFEST,
                                        TRACE_BANK,
                                        adapter_report, arm_rows, eval_table, merged_report, probe_report,
                                        stage_b_sample_table, stage_b_table, summary_file)
-from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.arms import ARMS, arms_with
+from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.store import Store
-from apsft_dagster.core.training.policies import BASE, stage_a_policies
+from apsft_dagster.core.policies import BASE, stage_a_policies
 
 QUESTION = ("Does training on the thoughts that most raise the likelihood of the correct answer (answer or joint "
             "potential) bank more reasoning than training on ordinary traces of the same tasks?")
@@ -79,7 +80,7 @@ def _read(store: Store, config: Config) -> dict:
             "merged": {p: store.get_json(merged_report(p)) for p in trained},
             "probes": {p: store.get_json(probe_report(p)) for p in trained},
             "gaps": {arm: rows[arm].filter(pl.col("mode").is_in(["near_best_diverse", "fallback_second"]))["gap"]
-                     .to_list() for arm in ("answer_potential", "joint_potential")}}
+                     .to_list() for arm in arms_with(role="potential")}}
 
 
 def _status(config: Config, f: dict) -> list[str]:
@@ -135,9 +136,9 @@ def _training(f: dict) -> list[str]:
 def _stage_a(f: dict) -> list[str]:
     decision = f["decision"]
     return ["## Stage A", "",
-            *_table([{"policy": p, "core_iid": x["core_iid_accuracy"],
-                      "interval": f"[{_f(x['core_iid_lower'], 3)}, {_f(x['core_iid_upper'], 3)}]",
-                      "core_hard": x["core_hard_accuracy"], "held_family": x["held_family_accuracy"],
+            *_table([{"policy": p, PRIMARY: x[f"{PRIMARY}_accuracy"],
+                      "interval": f"[{_f(x[f'{PRIMARY}_lower'], 3)}, {_f(x[f'{PRIMARY}_upper'], 3)}]",
+                      **{name: x[f"{name}_accuracy"] for name in SECONDARY},
                       "parse": x["parse_rate"], "closed": x["close_rate"], "loops": x["loop_rate"],
                       "family_macro": x["family_macro"], "thought_median": x["thought_tokens_median"],
                       "forward_tokens": x["forward_tokens"]} for p, x in f["figures"].items()]), "",

@@ -1,4 +1,5 @@
-"""The six SFT arms, two rows per retained task (docs/PROTOCOL.md §9).
+"""The six SFT arms, two rows per retained task (docs/PROTOCOL.md §9); the arms themselves, their
+roles and row rules are the table in core/arms.py, and each rule is a function here.
 
 Public API: `select_arms(candidates, *, seed, top_k=12, band=0.25)`.
 
@@ -17,12 +18,12 @@ from collections import defaultdict
 
 import polars as pl
 
-from apsft_dagster.core.assignment import InfeasibleAssignmentError, min_cost_assignment
+from apsft_dagster.core.arms import ARM, ARM_TABLE, ARMS, ArmSpec
+from apsft_dagster.core.assignment import min_cost_assignment
 from apsft_dagster.core.balance import cell_problems, tasks_per_cell
-from apsft_dagster.core.errors import BalanceError
+from apsft_dagster.core.errors import BalanceError, InfeasibleAssignmentError
 from apsft_dagster.core.seeds import derive_seed
 
-ARMS = ("answer_potential", "joint_potential", "random_natural", "success_rft", "shortest_natural", "potential_shuffle")
 ROWS_PER_TASK = 2
 
 
@@ -53,7 +54,8 @@ def skeletons(traces: pl.DataFrame) -> pl.DataFrame:
     Polars over slices collected in parallel: at full scale this is ~100 MB of text. The
     whitespace pattern rewrites only runs that change, which is most of the speed."""
     lines = (pl.col("thought").str.replace_all(r"\d+", "#").str.replace_all(r"[^\S\n]{2,}|[^\S\n ]", " ")
-             .str.split("\n").list.eval(pl.element().str.strip_chars()).list.eval(pl.element().filter(pl.element() != "")))
+             .str.split("\n").list.eval(pl.element().str.strip_chars())
+             .list.eval(pl.element().filter(pl.element() != "")))
     step = max(1, -(-traces.height // pl.thread_pool_size()))
     parts = [traces.slice(i, step).lazy().select("trace_id", lines.list.unique().alias("skeleton"),
                                                   lines.list.len().cast(pl.Int64).alias("n"))
@@ -99,7 +101,7 @@ def _nearest(pool: list[dict], length: int, key) -> dict:
     return min(pool, key=lambda t: (abs(t["n_thought_tokens"] - length), key(t)))
 
 
-def random_rows(traces: list[dict], answer: list[dict], seed: int) -> list[dict]:
+def random_rows(traces: list[dict], answer: list[dict], seed: int, arm: str = "random_natural") -> list[dict]:
     """Per answer row: the eligible trace nearest its length, not picked by the answer arm or this arm."""
     used_by_answer = {r["source_trace_id"] for r in answer}
     taken: set[str] = set()
@@ -109,13 +111,14 @@ def random_rows(traces: list[dict], answer: list[dict], seed: int) -> list[dict]
         mode = "length_matched"
         if not pool:  # a task with exactly two eligible traces, both in the answer arm
             pool, mode = [t for t in traces if t["trace_id"] not in taken], "fallback_answer_overlap"
-        pick = _nearest(pool, a["n_thought_tokens"], lambda t: derive_seed(seed, "random_natural", t["trace_id"]))
+        pick = _nearest(pool, a["n_thought_tokens"], lambda t: derive_seed(seed, arm, t["trace_id"]))
         taken.add(pick["trace_id"])
-        rows.append(_row("random_natural", a, pick, mode, 0.0))
+        rows.append(_row(arm, a, pick, mode, 0.0))
     return rows
 
 
-def success_rows(by_task: dict[str, list[dict]], answer: list[dict], target_rows: int) -> list[dict]:
+def success_rows(by_task: dict[str, list[dict]], answer: list[dict], target_rows: int,
+                 arm: str = "success_rft") -> list[dict]:
     """R1-successful traces nearest each answer length (up to two per task), then round-robin repeats."""
     base, taken = [], set()
     for a in answer:
@@ -123,14 +126,14 @@ def success_rows(by_task: dict[str, list[dict]], answer: list[dict], target_rows
         if pool:
             pick = _nearest(pool, a["n_thought_tokens"], lambda t: t["trace_id"])
             taken.add(pick["trace_id"])
-            base.append(_row("success_rft", pick, pick, "nearest_success", 0.0))
+            base.append(_row(arm, pick, pick, "nearest_success", 0.0))
     if not base:
-        raise BalanceError("success_rft: no R1-successful eligible trace in any retained task; the arm cannot be built")
+        raise BalanceError(f"{arm}: no R1-successful eligible trace in any retained task; the arm cannot be built")
     repeats = [{**base[i % len(base)], "mode": "repeat"} for i in range(target_rows - len(base))]
     return base + repeats
 
 
-def shuffle_rows(answer: list[dict]) -> list[dict]:
+def shuffle_rows(answer: list[dict], arm: str = "potential_shuffle") -> list[dict]:
     """Within (family, level): the answer multiset onto the answer slots, minimum total length gap,
     never a trace on its own task. Target fields describe the slot; `source_*` the trained trace."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -143,17 +146,31 @@ def shuffle_rows(answer: list[dict]) -> list[dict]:
         try:
             col = min_cost_assignment(cost)
         except InfeasibleAssignmentError as exc:
-            raise BalanceError(f"potential_shuffle: ({family}, L{level}) has no assignment that keeps every "
+            raise BalanceError(f"{arm}: ({family}, L{level}) has no assignment that keeps every "
                                f"trace off its own task ({len(slots)} slots)") from exc
         for i, (slot, j) in enumerate(zip(slots, col)):
             src = slots[j]
-            rows.append({**_row("potential_shuffle", slot, {"task_id": src["source_task_id"],
-                                                            "trace_id": src["source_trace_id"],
-                                                            "n_thought_tokens": src["n_thought_tokens"]},
+            rows.append({**_row(arm, slot, {"task_id": src["source_task_id"], "trace_id": src["source_trace_id"],
+                                            "n_thought_tokens": src["n_thought_tokens"]},
                                  "shuffle", src["gap"]),
                          "target_trace_id": slot["source_trace_id"], "source_mode": src["mode"],
                          "length_cost": cost[i][j]})
     return rows
+
+
+def _shortest(spec: ArmSpec, traces: list[dict]) -> list[dict]:
+    shortest = sorted(traces, key=lambda t: (t["n_thought_tokens"], t["trace_id"]))[:ROWS_PER_TASK]
+    return [_row(spec.name, t, t, "shortest", 0.0) for t in shortest]
+
+
+# rule -> (spec, one task's traces, the rows chosen for it so far, seed, top_k, band, distances) -> rows
+TASK_RULES = {
+    "potential": lambda spec, traces, chosen, seed, top_k, band, distance: potential_rows(
+        spec.name, traces, spec.score, top_k, band, distance[spec.score]),
+    "random": lambda spec, traces, chosen, seed, top_k, band, distance: random_rows(
+        traces, chosen[spec.matched_to], seed, spec.name),
+    "shortest": lambda spec, traces, chosen, seed, top_k, band, distance: _shortest(spec, traces),
+}
 
 
 def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: float = 0.25,
@@ -164,7 +181,8 @@ def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: f
     arm breaks two rows per retained task (success_rft: the same total) or, given `per_cell`,
     if any (family, level) cell of the candidates does not retain exactly `per_cell` tasks."""
     eligible = candidates.filter("eligible")
-    tops = {score: top_traces(eligible, score, top_k) for score in ("answer_gain", "joint_gain")}
+    scores = dict.fromkeys(a.score for a in ARM_TABLE if a.score)  # answer_gain, joint_gain
+    tops = {score: top_traces(eligible, score, top_k) for score in scores}
     skeleton = skeletons(eligible.join(pl.concat(tops.values()), on="trace_id", how="semi"))  # each text once
     distance = {score: distances_to_best(top, skeleton) for score, top in tops.items()}
     by_task: dict[str, list[dict]] = defaultdict(list)
@@ -174,17 +192,17 @@ def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: f
     if per_cell is not None:
         _assert_cells(candidates, retained, per_cell)
     arms: dict[str, list[dict]] = {arm: [] for arm in ARMS}
-    for task in retained:
-        traces = by_task[task]
-        answer = potential_rows("answer_potential", traces, "answer_gain", top_k, band, distance["answer_gain"])
-        arms["answer_potential"] += answer
-        arms["joint_potential"] += potential_rows("joint_potential", traces, "joint_gain", top_k, band,
-                                                  distance["joint_gain"])
-        arms["random_natural"] += random_rows(traces, answer, seed)
-        shortest = sorted(traces, key=lambda t: (t["n_thought_tokens"], t["trace_id"]))[:ROWS_PER_TASK]
-        arms["shortest_natural"] += [_row("shortest_natural", t, t, "shortest", 0.0) for t in shortest]
-    arms["success_rft"] = success_rows(by_task, arms["answer_potential"], ROWS_PER_TASK * len(retained))
-    arms["potential_shuffle"] = shuffle_rows(arms["answer_potential"])
+    for task in retained:  # the rules that choose within one task, in the table's order
+        chosen: dict[str, list[dict]] = {}
+        for spec in ARM_TABLE:
+            if spec.rows in TASK_RULES:
+                chosen[spec.name] = TASK_RULES[spec.rows](spec, by_task[task], chosen, seed, top_k, band, distance)
+                arms[spec.name] += chosen[spec.name]
+    for spec in ARM_TABLE:  # the rules that choose across tasks, from another arm's rows
+        if spec.rows == "success":
+            arms[spec.name] = success_rows(by_task, arms[spec.matched_to], ROWS_PER_TASK * len(retained), spec.name)
+        elif spec.rows == "shuffle":
+            arms[spec.name] = shuffle_rows(arms[spec.matched_to], spec.name)
     thoughts = eligible.select(pl.col("trace_id").alias("source_trace_id"), "thought")
     frames = {arm: pl.DataFrame(rows, infer_schema_length=None).join(thoughts, on="source_trace_id", how="left",
                                                                      maintain_order="left")
@@ -209,7 +227,7 @@ def _assert_balance(frames: dict[str, pl.DataFrame], retained: list[str]) -> Non
     for arm, frame in frames.items():
         if frame.height != want:
             raise BalanceError(f"{arm}: {frame.height} rows, expected {want} (2 x {len(retained)} retained tasks)")
-        if arm == "success_rft":
+        if not ARM[arm].balanced:
             continue
         per_task = dict(frame.group_by("task_id").len().iter_rows())
         bad = sorted(t for t in retained if per_task.get(t) != ROWS_PER_TASK)

@@ -18,7 +18,8 @@ from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cel
 from apsft_dagster.core.config import Config, Split
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_file, shard_file
 from apsft_dagster.core.protocol import format_record
-from apsft_dagster.core.selection import ARMS, ROWS_PER_TASK, select_arms
+from apsft_dagster.core.selection import ROWS_PER_TASK, select_arms
+from apsft_dagster.core.arms import ARMS, arms_with
 from apsft_dagster.core.store import Store, jsonl_gz_bytes, sha256_bytes
 from apsft_dagster.core.tasks.splits import train_task_ids
 
@@ -51,8 +52,8 @@ def with_records(frame: pl.DataFrame, catalog: pl.DataFrame, tokenizer, max_leng
 
 def build_arms(store: Store, config: Config, catalog: pl.DataFrame, tokenizer) -> dict[str, pl.DataFrame]:
     """Select all six arms from the sealed banks (balance asserted inside) and build their records."""
-    arms = select_arms(load_candidates(store, train_task_ids(config)), seed=config.seeds.experiment, top_k=config.selection.top_k,
-                       band=config.selection.band, per_cell=config.tasks.train.per_cell)
+    arms = select_arms(load_candidates(store, train_task_ids(config)), seed=config.seeds.experiment,
+                       top_k=config.selection.top_k, band=config.selection.band, per_cell=config.tasks.train.per_cell)
     return {arm: with_records(arms[arm], catalog, tokenizer, config.training.max_length) for arm in ARMS}
 
 
@@ -76,7 +77,8 @@ def manifest_entry(arm: str, rows: pl.DataFrame, digest: str, config: Config) ->
         "thought_tokens": int(rows["n_thought_tokens"].sum()), "epochs": epochs,
         "truncated_rows": int((rows["n_record_tokens"] > config.training.max_length).sum()),
         "forward_tokens": forward,
-        "device_hours": {"low": round(forward / envelope.high / 3600, 4), "high": round(forward / envelope.low / 3600, 4)},
+        "device_hours": {"low": round(forward / envelope.high / 3600, 4),
+                         "high": round(forward / envelope.low / 3600, 4)},
     }
 
 
@@ -88,9 +90,9 @@ def manifest(entries: list[dict], seal_sha256: str, config: Config) -> dict:
 
 
 def cell_balance_problems(rows: pl.DataFrame, split: Split) -> list[str]:
-    """Every arm but success_rft (its support is what R1 found): each task two rows, each cell of
-    the train split its configured tasks."""
-    balanced = rows.filter(pl.col("arm") != "success_rft")
+    """Every balanced arm (all but success_rft, whose support is what R1 found): each task two
+    rows, each cell of the train split its configured tasks."""
+    balanced = rows.filter(pl.col("arm").is_in(arms_with(balanced=True)))
     per_task = balanced.group_by("arm", "family", "level", "task_id").len()
     problems = [f"{r['arm']} {r['task_id']}: {r['len']} rows, expected {ROWS_PER_TASK}"
                 for r in per_task.filter(pl.col("len") != ROWS_PER_TASK).sort("arm", "task_id").iter_rows(named=True)]

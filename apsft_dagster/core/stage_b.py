@@ -31,13 +31,12 @@ from apsft_dagster.core.analysis import EPS, POTENTIAL, family_macro
 from apsft_dagster.core.config import StageB
 from apsft_dagster.core.layout import STAGE_B_PLAN, merged_report
 from apsft_dagster.core.seeds import derive_seed
+from apsft_dagster.core.splits import PRIMARY, STAGE_B_PRIMARY
 from apsft_dagster.core.stats import paired_bootstrap
-from apsft_dagster.core.training.deploy import release_weights
-from apsft_dagster.core.training.policies import stage_a_policies
+from apsft_dagster.core.verdicts import MISSION, NEGATIVE, POSITIVE, REPLICATED
+from apsft_dagster.core.policies import stage_a_policies
 
-NEGATIVE = "CORE_BANKING_NEGATIVE"
-POSITIVE, REPLICATED, MISSION = "POTENTIAL_BANKING_POSITIVE", "REPLICATED_BANKING_POSITIVE", "MISSION_POSITIVE"
-PRIMARY_SPLITS = ("core_iid", "rendering")
+PRIMARY_SPLITS = STAGE_B_PRIMARY  # core_iid and rendering (core/splits.py)
 
 
 def winner(decision: dict) -> str | None:
@@ -56,7 +55,7 @@ def _paired(rows: pl.DataFrame, a: str, b: str) -> tuple[np.ndarray, np.ndarray]
 
 
 def comparison(results: pl.DataFrame, arm: str, baseline: str, thresholds: StageB, *, n_resamples: int, seed: int,
-               confidence: float = 0.95) -> dict:
+               confidence: float) -> dict:
     """The first rung on the Stage B greedy table (arm, task_id, split, family, correct, parsed)."""
     primary = results.filter(pl.col("split").is_in(PRIMARY_SPLITS))
     a, b = _paired(primary, arm, baseline)
@@ -72,10 +71,10 @@ def comparison(results: pl.DataFrame, arm: str, baseline: str, thresholds: Stage
 
 
 def replication(seed_a: pl.DataFrame, seed_b: pl.DataFrame, arm: str, baseline: str, *, n_resamples: int, seed: int,
-                confidence: float = 0.95) -> dict:
+                confidence: float) -> dict:
     """Core-IID difference at the second seed, and the pooled interval of the two seeds' differences."""
-    a1, b1 = _paired(seed_a.filter(pl.col("split") == "core_iid"), arm, baseline)
-    a2, b2 = _paired(seed_b.filter(pl.col("split") == "core_iid"), arm, baseline)
+    a1, b1 = _paired(seed_a.filter(pl.col("split") == PRIMARY), arm, baseline)
+    a2, b2 = _paired(seed_b.filter(pl.col("split") == PRIMARY), arm, baseline)
     second = float((a2 - b2).mean())
     pooled = ((a1 - b1) + (a2 - b2)) / 2
     mean, lower, upper = paired_bootstrap(pooled, np.zeros_like(pooled), n_resamples=n_resamples, seed=seed,
@@ -99,7 +98,7 @@ def matched_vote(samples: Sequence[tuple[str | None, int]], budget: int) -> str 
 
 
 def matched_compute(treatment: pl.DataFrame, base_samples: pl.DataFrame, *, n_resamples: int, seed: int,
-                    confidence: float = 0.95) -> dict:
+                    confidence: float) -> dict:
     """treatment: (task_id, correct, forward_tokens) greedy; base_samples: (task_id, sample, answer,
     forward_tokens, canonical). The treatment against base sample-more at its own token budget."""
     votes = []
@@ -132,8 +131,8 @@ def plan(decision: dict, replication_seed: int, experiment_seed: int) -> dict:
     """What Stage B must run, or why it does not run: each potential arm's failed conditions.
     Triggered: the seed-43 policies to train, every policy evaluated greedily on the Stage B splits
     (base, the six Stage A policies, the seed-43 pair) and those sampled k times per task."""
-    from apsft_dagster.core.selection import ARMS
-    from apsft_dagster.core.training.policies import BASE, policy_key
+    from apsft_dagster.core.arms import ARM_TABLE, ARMS
+    from apsft_dagster.core.policies import BASE, policy_key
 
     reasons = {arm: [f"{k}: {'%.4f' % c[k] if isinstance(c.get(k), float) else c.get(k)}"
                      for k, ok in c["checks"].items() if not ok]
@@ -144,7 +143,8 @@ def plan(decision: dict, replication_seed: int, experiment_seed: int) -> dict:
                 "replication_policies": [], "sampled_arms": [], "greedy_policies": [], "sampled_policies": []}
     baseline = decision["strongest_baseline"]
     replication = [policy_key(chosen, replication_seed), policy_key(baseline, replication_seed)]
-    sampled = list(dict.fromkeys([BASE, chosen, baseline, "shortest_natural", "potential_shuffle"]))
+    always = [a.name for a in ARM_TABLE if a.sampled_in_stage_b]  # shortest_natural, potential_shuffle
+    sampled = list(dict.fromkeys([BASE, chosen, baseline, *always]))
     return {"triggered": True, "reasons": reasons, "winner": chosen, "baseline": baseline,
             "replication_policies": replication, "sampled_arms": sampled,
             "greedy_policies": [BASE, *(policy_key(a, experiment_seed) for a in ARMS), *replication],
@@ -176,7 +176,7 @@ def _majority(taken: list[str | None]) -> str | None:
 
 def analyze(stage_b: dict, stage_a_verdict: str, greedy: pl.DataFrame, samples: pl.DataFrame, thresholds: StageB,
             *, experiment_seed: int, replication_seed: int, n_resamples: int, seed: int,
-            confidence: float = 0.95) -> dict:
+            confidence: float) -> dict:
     """The three rungs from the Stage B tables, and the final verdict with the rule that fired.
     greedy: one row per (policy, task) over the Stage B splits (eval_table's columns); samples:
     one row per (policy, task, sample) (sample_table's columns)."""
@@ -220,6 +220,8 @@ def released_policies(store, config, stage_b: dict) -> list[str]:
     seed-43 pair when Stage B ran); the receipts keep their fingerprints."""
     if config.merge.keep_weights:
         return []
+    from apsft_dagster.core.training.deploy import release_weights  # torch, only when weights go
+
     done = []
     for policy in [*stage_a_policies(config), *stage_b["replication_policies"]]:
         if store.exists(merged_report(policy)) and store.get_json(merged_report(policy)).get("weights_kept", True):

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import dagster as dg
 
-from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.arms import ARMS
 from apsft_dagster.core.tasks.splits import train_task_ids
-from apsft_dagster.core.training.policies import BASE, parse_policy, policy_keys, stage_a_eval_keys, stage_a_policies
+from apsft_dagster.core.policies import BASE, parse_policy, policy_keys, stage_a_eval_keys, stage_a_policies
 from apsft_dagster.profile import definitions_config
 
 train_task_partitions = dg.StaticPartitionsDefinition(train_task_ids(definitions_config()))

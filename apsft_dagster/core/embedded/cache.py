@@ -28,7 +28,8 @@ from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, wri
 
 CACHE_ENV = "APSFT_MODEL_CACHE"
 PACKAGE = Path(__file__).resolve().parents[2]  # apsft_dagster/
-BUILD_CODE = ("core/embedded", "core/tasks", "core/protocol.py", "core/seeds.py", "core/chat_template.jinja")
+BUILD_CODE = ("core/embedded", "core/tasks", "core/splits.py", "core/protocol.py", "core/seeds.py",
+              "core/chat_template.jinja")
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 ENTRY = "cache_entry.json"  # beside the model files in a cache folder: the report and fingerprint
 

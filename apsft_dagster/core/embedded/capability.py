@@ -39,7 +39,8 @@ def capability_report(model, tokenizer, tasks: Sequence[Task], *, allowance: int
     for mode, rounds in (("greedy", [None]), ("sampled", [sampling] * samples)):
         closed = correct = total = 0
         for r, knobs in enumerate(rounds):
-            for task, text in zip(tasks, complete(model, tokenizer, prompts, allowance, knobs, capability_seed(seed, r))):
+            texts = complete(model, tokenizer, prompts, allowance, knobs, capability_seed(seed, r))
+            for task, text in zip(tasks, texts):
                 closed += THINK_CLOSE in text
                 correct += is_correct(text, task.answer)
                 total += 1

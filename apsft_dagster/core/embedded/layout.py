@@ -25,7 +25,8 @@ VISION_TOKENS = ("<|vision_start|>", "<|vision_end|>", "<|image_pad|>", "<|video
 
 TEMPLATE_FILE = Path(__file__).resolve().parents[1] / "chat_template.jinja"  # Qwen ChatML with tools
 GENERATION_PROMPT = "{{- '<|im_start|>assistant\\n' }}"
-THINKING = ("\n    {%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\\n\\n</think>\\n\\n' }}"
+THINKING = ("\n    {%- if enable_thinking is defined and enable_thinking is false %}"
+            "{{- '<think>\\n\\n</think>\\n\\n' }}"
             "\n    {%- else %}{{- '<think>\\n' }}{%- endif %}")
 
 

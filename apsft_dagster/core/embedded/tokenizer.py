@@ -10,7 +10,8 @@ from transformers import PreTrainedTokenizerFast
 from apsft_dagster.core.protocol import IM_END, PAD, SPECIAL_TOKENS
 
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int, extra_special: tuple[str, ...] = ()) -> PreTrainedTokenizerFast:
+def train_tokenizer(texts: Iterable[str], vocab_size: int,
+                    extra_special: tuple[str, ...] = ()) -> PreTrainedTokenizerFast:
     """Digits are always single tokens, so arithmetic never hides inside merged number tokens.
     `extra_special`: more special tokens after the protocol's (a Qwen3.5 snapshot's vision tokens)."""
     tok = Tokenizer(models.BPE())

@@ -8,6 +8,8 @@ from typing import Protocol
 
 from apsft_dagster.core.config import Sampling
 
+GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0)  # the deterministic decoding the probe and evaluation use
+
 
 @dataclass(frozen=True)
 class GenerationRequest:

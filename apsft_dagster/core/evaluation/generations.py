@@ -22,10 +22,10 @@ import polars as pl
 from apsft_dagster.core.config import Sampling
 from apsft_dagster.core.engines.base import GenerationRequest
 from apsft_dagster.core.protocol import IM_END, prompt_ids
-from apsft_dagster.core.training.probe import GREEDY
+from apsft_dagster.core.splits import STAGE_A_SPLITS, STAGE_B_SPLITS
+from apsft_dagster.core.engines.base import GREEDY
 
-EVAL_SPLITS = ("core_iid", "core_hard", "held_family")
-STAGE_B_SPLITS = (*EVAL_SPLITS, "rendering")
+EVAL_SPLITS = STAGE_A_SPLITS  # core_iid, core_hard, held_family (core/splits.py); Stage B adds rendering
 SCHEMA = {"task_id": pl.String, "key": pl.String, "prompt_tokens": pl.Int64, "token_ids": pl.List(pl.Int64),
           "finish_reason": pl.String}
 SAMPLES_SCHEMA = {"task_id": pl.String, "sample": pl.Int64, **{k: v for k, v in SCHEMA.items() if k != "task_id"}}

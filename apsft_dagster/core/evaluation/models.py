@@ -14,7 +14,7 @@ from tqdm import tqdm
 from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.evaluation.generations import generate_policy
 from apsft_dagster.core.layout import BASE_MODEL_REPORT, merged_dir, merged_report, probe_report
-from apsft_dagster.core.training.policies import BASE
+from apsft_dagster.core.policies import BASE
 
 
 def model_of(store, config, policy: str) -> tuple[str, str]:

@@ -16,11 +16,12 @@ from __future__ import annotations
 import polars as pl
 
 from apsft_dagster.core.analysis import family_macro
+from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.stats import paired_bootstrap
 
 
 def policy_figures(table: pl.DataFrame, *, n_resamples: int, seed: int, confidence: float) -> dict:
-    iid = table.filter(pl.col("split") == "core_iid").sort("task_id")
+    iid = table.filter(pl.col("split") == PRIMARY).sort("task_id")
     correct = iid["correct"].cast(pl.Float64).to_numpy()
     acc, lower, upper = paired_bootstrap(correct, [0.0] * len(correct), n_resamples=n_resamples, seed=seed,
                                          confidence=confidence) if len(correct) else (float("nan"),) * 3
@@ -30,8 +31,8 @@ def policy_figures(table: pl.DataFrame, *, n_resamples: int, seed: int, confiden
         return float(rows["correct"].mean()) if rows.height else None
 
     thoughts = table["thought_tokens"]
-    return {"core_iid_accuracy": acc, "core_iid_lower": lower, "core_iid_upper": upper,
-            "core_hard_accuracy": split_acc("core_hard"), "held_family_accuracy": split_acc("held_family"),
+    return {f"{PRIMARY}_accuracy": acc, f"{PRIMARY}_lower": lower, f"{PRIMARY}_upper": upper,
+            **{f"{name}_accuracy": split_acc(name) for name in SECONDARY},
             "parse_rate": float(table["parsed"].mean()), "close_rate": float(table["closed"].mean()),
             "loop_rate": float(table["loop"].mean()), "family_macro": family_macro(table),
             "thought_tokens_p10": float(thoughts.quantile(0.1, "nearest")),
@@ -49,7 +50,7 @@ def joint_strata(results: pl.DataFrame, joint_rows: pl.DataFrame, baseline: str)
     cells = second.group_by("family", "level").agg(
         (pl.col("second_mode") == "fallback_second").mean().alias("fallback_share"),
         pl.col("gap").median().alias("median_gap"), pl.len().alias("train_tasks"))
-    iid = results.filter(pl.col("split") == "core_iid")
+    iid = results.filter(pl.col("split") == PRIMARY)
     acc = (iid.filter(pl.col("arm").is_in(["joint_potential", baseline]))
            .group_by("family", "level", "arm").agg(pl.col("correct").mean()).pivot("arm", index=["family", "level"],
                                                                                     values="correct"))
@@ -68,7 +69,8 @@ def joint_strata(results: pl.DataFrame, joint_rows: pl.DataFrame, baseline: str)
 
 
 # the per-policy figures the analysis shows as a table (the document keeps them all)
-SHOWN_FIGURES = ("core_iid_accuracy", "core_iid_lower", "core_iid_upper", "core_hard_accuracy", "held_family_accuracy",
+SHOWN_FIGURES = (f"{PRIMARY}_accuracy", f"{PRIMARY}_lower", f"{PRIMARY}_upper",
+                 *(f"{name}_accuracy" for name in SECONDARY),
                  "parse_rate", "close_rate", "loop_rate", "family_macro", "forward_tokens")
 
 

@@ -8,7 +8,7 @@ import polars as pl
 from apsft_dagster.core.balance import exactly_once
 from apsft_dagster.core.config import LoopThresholds
 from apsft_dagster.core.evaluation.parse import eval_table
-from apsft_dagster.core.training.policies import arm_and_seed
+from apsft_dagster.core.policies import arm_and_seed
 
 
 def coverage_problems(policy: str, generated: list[str], wanted: list[str], stage: str = "Stage A") -> list[str]:

@@ -41,6 +41,7 @@ def build(rng: random.Random, level: int, steps: int) -> tuple[str, str, str]:
             lines.append(f"{events[-1][:-1]}: salt {salt} / 2 = {salt // 2}, water {water} / 2 = {water // 2}.")
             salt, water = salt // 2, water // 2
     g = math.gcd(salt, water)
-    prompt = (opening + " ".join(events) + " What is the ratio of salt to water at the end, in lowest terms (salt:water)?")
+    prompt = (opening + " ".join(events)
+              + " What is the ratio of salt to water at the end, in lowest terms (salt:water)?")
     lines.append(f"Ratio: {salt}:{water}, divide by {g}: {salt // g}:{water // g}.")
     return prompt, f"{salt // g}:{water // g}", "\n".join(lines)

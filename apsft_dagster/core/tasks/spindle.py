@@ -11,7 +11,8 @@ def build(rng: random.Random, level: int, steps: int) -> tuple[str, str, str]:
     opening = f"A spindle dial has {m} marks numbered 0 to {m - 1}. The pointer starts at mark {p}. "
     events, lines = [], [f"The pointer starts at mark {p}: {p} of {m}."]
     for _ in range(steps):
-        kinds = ["forward", "back"] + (["repeat"] if level >= 2 else []) + (["opposite", "mirror"] if level >= 3 else [])
+        kinds = (["forward", "back"] + (["repeat"] if level >= 2 else [])
+                 + (["opposite", "mirror"] if level >= 3 else []))
         kind = rng.choice(kinds)
         if kind == "opposite" and m % 2:
             kind = "mirror"

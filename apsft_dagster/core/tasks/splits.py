@@ -8,14 +8,15 @@ import polars as pl
 
 from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cell
 from apsft_dagster.core.config import Config, Split
+from apsft_dagster.core.splits import CONFIGURED, SPLIT_TABLE
 from apsft_dagster.core.tasks import Task, generate
 from apsft_dagster.core.tasks.answers import ANSWER_TAG
 
-SPLITS = ("train", "core_iid", "core_hard", "held_family")
-# Stage B's `rendering` split: the core-IID tasks (same ids' cells, seeds and answers) under a
-# second prompt template, sealed like the others (firewall and answer checks cover it).
-RENDERING, RENDERED_FROM = "rendering", "core_iid"
-CATALOG_SPLITS = (*SPLITS, RENDERING)
+SPLITS = CONFIGURED  # train, core_iid, core_hard, held_family: one `tasks:` block each (core/splits.py)
+# a derived split (Stage B's `rendering`): its source split's tasks (same cells, seeds and answers)
+# under the second prompt template, sealed like the others (firewall and answer checks cover it)
+DERIVED = {s.name: s.derived_from for s in SPLIT_TABLE if s.derived_from}
+CATALOG_SPLITS = tuple(s.name for s in SPLIT_TABLE)
 CATALOG_SCHEMA = {
     "task_id": pl.String, "split": pl.String, "family": pl.String, "level": pl.Int64,
     "index": pl.Int64, "seed": pl.Int64, "prompt": pl.String, "answer": pl.String, "solution": pl.String,
@@ -50,8 +51,8 @@ def build_catalog(config: Config) -> pl.DataFrame:
         for family, level, index in _cells(getattr(config.tasks, name)):
             task = generate(family, level, index, seed)
             rows.append({"task_id": task_id(name, family, level, index), "split": name, **_fields(task)})
-            if name == RENDERED_FROM:
-                rows.append({**rows[-1], "task_id": task_id(RENDERING, family, level, index), "split": RENDERING,
+            for derived in (d for d, source in DERIVED.items() if source == name):
+                rows.append({**rows[-1], "task_id": task_id(derived, family, level, index), "split": derived,
                              "prompt": render_second(task.prompt)})
     return pl.DataFrame(rows, schema=CATALOG_SCHEMA).sort("split", "task_id")
 
@@ -68,7 +69,8 @@ def train_task_ids(config: Config) -> list[str]:
 def check_cell_counts(catalog: pl.DataFrame, config: Config) -> list[str]:
     """Every (split, family, level) cell holds exactly its configured count, and nothing else exists."""
     expected = {(name, *cell): n for name in SPLITS for cell, n in split_cells(getattr(config.tasks, name)).items()}
-    expected |= {(RENDERING, *cell): n for cell, n in split_cells(getattr(config.tasks, RENDERED_FROM)).items()}
+    expected |= {(derived, *cell): n for derived, source in DERIVED.items()
+                 for cell, n in split_cells(getattr(config.tasks, source)).items()}
     return cell_problems(tasks_per_cell(catalog, ("split", "family", "level")), expected)
 
 

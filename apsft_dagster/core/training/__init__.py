@@ -1,8 +1,12 @@
-"""Training, merge and deployment probe (docs/PROTOCOL.md §10-12). Public API: `token_weights`,
-`weighted_nll` (loss.py), `merge_snapshot` (merge.py); the rest is used by the adapters and
-merged_models assets.
+"""Training, merge and deployment probe (docs/PROTOCOL.md §10-12).
 
-They are imported on first use, so reading policy keys (partitions) does not import torch.
+Start reading at `policy.py`: it is the recipe of one policy's training (records, LoRA, the loop,
+the checkpoint, the curve), one call per step. The loss is `loss.py` (`record_loss` ->
+`chunked_nll`), the loop `loop.py`, the snapshot merge `merge.py`, the probe `probe.py`.
+
+Public API: `token_weights` and `weighted_nll` (loss.py; `token_weights` is the tests' reference
+for the weights `records.py` trains with), `merge_snapshot` (merge.py). They are imported on
+first use, so reading policy keys does not import torch.
 """
 
 __all__ = ["chunked_nll", "merge_snapshot", "token_weights", "weighted_nll"]

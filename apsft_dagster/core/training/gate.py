@@ -21,7 +21,7 @@ from apsft_dagster.core.errors import BudgetError, TrainingError
 from apsft_dagster.core.layout import EVIDENCE_SEAL, SFT_MANIFEST, arm_file
 from apsft_dagster.core.seal import verify_seal
 from apsft_dagster.core.store import Store
-from apsft_dagster.core.training.policies import parse_policy
+from apsft_dagster.core.policies import parse_policy
 
 
 def verified_manifest(store: Store, config: Config) -> tuple[dict, str, str]:
@@ -32,7 +32,8 @@ def verified_manifest(store: Store, config: Config) -> tuple[dict, str, str]:
     manifest = json.loads(data)
     if manifest["evidence_seal_sha256"] != seal_sha:
         raise TrainingError(f"{store.path(SFT_MANIFEST)} names seal {manifest['evidence_seal_sha256']}, the "
-                            f"current seal is {seal_sha}; rematerialize sft_arms and sft_manifest (apsft run --from sft_arms_job)")
+                            f"current seal is {seal_sha}; rematerialize sft_arms and sft_manifest "
+                            "(apsft run --from sft_arms_job)")
     if manifest["config_digest"] != config.digest:
         raise TrainingError(f"{store.path(SFT_MANIFEST)} was built under config {manifest['config_digest']}, this run "
                             f"is {config.digest}; rematerialize it (apsft run --from sft_arms_job)")

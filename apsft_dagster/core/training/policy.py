@@ -24,7 +24,7 @@ from apsft_dagster.core.training.checkpoint import Checkpoints
 from apsft_dagster.core.training.lora import adapter_state, save_adapter, state_digest
 from apsft_dagster.core.training.loop import attach_adapter, base_weights, load_base, seed_everything, train
 from apsft_dagster.core.training.plot import loss_curve_png
-from apsft_dagster.core.training.policies import parse_policy
+from apsft_dagster.core.policies import parse_policy
 from apsft_dagster.core.training.records import encode_rows, windows
 
 FORMAT = "apsft-adapter/1"

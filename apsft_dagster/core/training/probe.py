@@ -10,12 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from apsft_dagster.core.config import Config, Sampling
-from apsft_dagster.core.engines.base import GenerationRequest
+from apsft_dagster.core.config import Config
+from apsft_dagster.core.engines.base import GREEDY, GenerationRequest
 from apsft_dagster.core.protocol import prompt_ids
 from apsft_dagster.core.tasks import generate
-
-GREEDY = Sampling(temperature=0.0, top_p=1.0, top_k=0)
 
 
 def probe_prompts(config: Config, catalog_prompts: Collection[str]) -> list[str]:

@@ -9,7 +9,7 @@ from apsft_dagster.core.analysis import stage_a_decision
 from apsft_dagster.core.evaluation.summary import (base_accuracy_informative, conditions_table, joint_strata,
                                                   policy_figures, policy_table)
 from apsft_dagster.core.layout import STAGE_A_DECISION, arm_rows, eval_table
-from apsft_dagster.core.training.policies import BASE
+from apsft_dagster.core.policies import BASE
 from apsft_dagster.experiment.assets.evaluation import stage_a_eval
 from apsft_dagster.experiment.partitions import stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource

@@ -13,7 +13,7 @@ from apsft_dagster.experiment.assets.trace_bank import trace_bank_index
 from apsft_dagster.core.layout import GENERATION_AUDIT, TRACE_BANK, arm_rows, eval_table, shard_file
 from apsft_dagster.core.run_report.own_generations import degeneration_table
 from apsft_dagster.core.run_report.settings import hack_thresholds
-from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.arms import ARMS
 from apsft_dagster.core.tasks.splits import train_task_ids
 from apsft_dagster.experiment.partitions import stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource

@@ -8,7 +8,7 @@ from apsft_dagster.experiment.assets.evidence_seal import evidence_seal
 from apsft_dagster.core.layout import EVIDENCE_SEAL, SFT_MANIFEST, TASK_CATALOG, arm_file, arm_rows
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.seal import verify_seal
-from apsft_dagster.core.selection import ARMS
+from apsft_dagster.core.arms import ARMS, arms_with
 from apsft_dagster.core.sft_arms import arm_bytes, build_arms, manifest, manifest_entry, manifest_problems, provenance
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.experiment.partitions import arm_partitions
@@ -44,8 +44,8 @@ def sft_arms(context: dg.AssetExecutionContext, experiment: ExperimentResource) 
 
 
 MANIFEST_CHECKS = {
-    "per_cell_balance": ("every arm but success_rft: each (family, level) cell holds "
-                         "tasks.train.per_cell tasks x 2 rows"),
+    "per_cell_balance": (f"every arm but {', '.join(arms_with(balanced=False))}: each (family, level) cell "
+                         "holds tasks.train.per_cell tasks x 2 rows"),
     "rows_per_arm": "every arm holds 2 x (train tasks) rows",
     "byte_identical_rerun": "selection rerun in memory gives files with the stored SHA-256s",
 }

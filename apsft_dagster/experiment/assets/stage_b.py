@@ -17,7 +17,7 @@ from apsft_dagster.core.layout import stage_b_generations as generations_name
 from apsft_dagster.core.layout import stage_b_sample_table, stage_b_samples, stage_b_table
 from apsft_dagster.core.stage_b import analyze, final_verdict, plan, planned, released_policies, sample_seeds
 from apsft_dagster.core.store import json_bytes, sha256_bytes
-from apsft_dagster.core.training.policies import arm_and_seed
+from apsft_dagster.core.policies import arm_and_seed
 from apsft_dagster.experiment.assets.analysis import stage_a_analysis
 from apsft_dagster.experiment.assets.evaluation import stage_a_generations
 from apsft_dagster.experiment.assets.merged_models import merged_models

@@ -7,7 +7,7 @@ from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
 from apsft_dagster.core.training.gate import budget_gate, verified_manifest
-from apsft_dagster.core.training.policies import parse_policy
+from apsft_dagster.core.policies import parse_policy
 from apsft_dagster.experiment.assets.sft_arms import sft_arms, sft_manifest
 from apsft_dagster.experiment.partitions import STAGE_A_POLICIES, arm_to_policies, policy_partitions
 from apsft_dagster.resources import ExperimentResource, TrainingResource
