@@ -105,8 +105,6 @@ def test_a_profile_extends_another_key_by_key(tmp_path):
      r"vllm\.kv_cache_bytes: required when harvest\.backend is vllm on compute\.device cpu"),
     (lambda r: r["embedded"].update(head_dim=16),
      r"embedded\.head_dim: 16 is not one vLLM's CPU attention backend supports \[32, 64"),
-    (lambda r: r["vllm"].update(gpu_memory_utilization=1.5), r"vllm\.gpu_memory_utilization must be in \(0, 1\]"),
-    (lambda r: r["vllm"].update(max_model_len=0), r"vllm\.max_model_len must be >= 1"),
 ])
 def test_the_vllm_section_is_checked_where_vllm_runs(tmp_path, edit, message):
     def on_vllm(raw):
@@ -137,3 +135,42 @@ def test_the_sibling_sections_are_optional_and_outside_the_digest(tmp_path, caps
     assert main(["rl-report", "add", "r1", str(tmp_path), "--config", str(path), "--store", str(tmp_path / "s")]) == 2
     assert "no run_report section, which the RL run report needs" in capsys.readouterr().err
     assert not (tmp_path / "store").exists()
+
+
+
+@pytest.mark.parametrize("section, field, value, message", [
+    ("harvest", "samples_per_task", -3, "greater than or equal to 1"),
+    ("harvest", "samples_per_task", 0, "greater than or equal to 1"),
+    ("selection", "band", -1.0, "greater than or equal to 0"),
+    ("evaluation", "confidence", 1.5, "less than 1"),
+    ("evaluation", "bootstrap_resamples", -5, "greater than or equal to 1"),
+    ("scoring", "parity_threshold", -1.0, "greater than 0"),
+    ("harvest.sampling", "temperature", -2.0, "greater than or equal to 0"),
+    ("harvest.sampling", "top_p", 1.7, "less than or equal to 1"),
+    ("harvest.sampling", "top_k", -4, "greater than or equal to 0"),
+    ("stage_b", "min_gain", -0.5, "greater than or equal to 0"),
+    ("harvest", "topup_batches", -1, "greater than or equal to 0"),
+    ("training", "learning_rate", -0.001, "greater than 0"),
+    ("training", "epochs", 0, "greater than or equal to 1"),
+    ("vllm", "gpu_memory_utilization", 1.5, "less than or equal to 1"),
+    ("vllm", "max_model_len", 0, "greater than or equal to 1"),
+    ("loss_mask", "workers", 0, "greater than or equal to 1"),
+])
+def test_an_out_of_range_value_is_refused_naming_field_value_and_range(tmp_path, section, field, value, message):
+    """The twelve values a new user tried (issue 24) and a few more, on the Transformers backend
+    too: each is refused on load, and `apsft validate` writes nothing."""
+    def edit(raw):
+        node = raw
+        for key in section.split("."):
+            node = node[key]
+        node[field] = value
+
+    path = variant_config(tmp_path, edit)
+    with pytest.raises(ConfigError) as info:
+        load_config(path=path)
+    assert f"{section}.{field}: Input should be {message}" in str(info.value)
+    assert f"(got {value!r})" in str(info.value)
+    state = tmp_path / "state"
+    proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "validate", "--config", str(path)],
+                          capture_output=True, text=True, env={**os.environ, "APSFT_STATE_DIR": str(state)})
+    assert proc.returncode == 2 and f"{section}.{field}" in proc.stderr and not state.exists()

@@ -5,11 +5,20 @@ Every number of the protocol (docs/PROTOCOL.md) lives in a profile, read into th
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from apsft_dagster.core.splits import CONFIGURED
+
+# Each field's domain (docs/PROTOCOL.md, "Every value's domain"): a value outside it is refused on
+# load, naming the field, the value and the range.
+PosInt = Annotated[int, Field(ge=1)]  # a count of at least one
+NonNegInt = Annotated[int, Field(ge=0)]  # a count or seed that may be zero
+PosFloat = Annotated[float, Field(gt=0)]  # a rate, threshold or budget above zero
+NonNegFloat = Annotated[float, Field(ge=0)]
+Unit = Annotated[float, Field(gt=0, lt=1)]  # a confidence: strictly inside (0, 1)
+Share = Annotated[float, Field(ge=0, le=1)]  # a share or rate loss in [0, 1]
 
 KNOWN_FAMILIES = ("caravan", "foundry_ledger", "runeward", "brinework", "spindle")
 KNOWN_LEVELS = (1, 2, 3, 4)
@@ -22,21 +31,21 @@ class Strict(BaseModel):
 
 
 class Seeds(Strict):
-    experiment: int
-    replication: int
-    train_tasks: int
-    eval_tasks: int
-    pretrain_tasks: int
-    probe_tasks: int  # the deployment probe's prompts: their own seed space, never an eval task
+    experiment: NonNegInt
+    replication: NonNegInt
+    train_tasks: NonNegInt
+    eval_tasks: NonNegInt
+    pretrain_tasks: NonNegInt
+    probe_tasks: NonNegInt  # the deployment probe's prompts: their own seed space, never an eval task
 
 
 class Split(Strict):
     """A block of tasks: every (family, level) cell holds `per_cell` tasks; `total` is declared."""
 
-    families: list[str]
-    levels: list[int]
-    per_cell: int
-    total: int
+    families: Annotated[list[str], Field(min_length=1)]
+    levels: Annotated[list[int], Field(min_length=1)]
+    per_cell: PosInt
+    total: PosInt
 
 
 # One block per configured split of the split table (train, core_iid, core_hard, held_family; a
@@ -65,70 +74,70 @@ class Compute(Strict):
     quantization: Literal["none", "nf4"]  # of the frozen base weights while training (QLoRA: nf4)
     # torch's intra-op threads, set explicitly in every model-holding process: on CPU the float
     # results (and so the adapters' bytes) depend on it, and even on whether it was set at all
-    threads: int
+    threads: PosInt
 
 
 class LinearAttention(Strict):
     """Qwen3.5's hybrid decoder: gated delta-rule (linear attention) blocks, one full-attention
     block every `full_attention_interval` layers (the last of each group), as in the real model."""
 
-    full_attention_interval: int
-    num_key_heads: int
-    num_value_heads: int
-    key_head_dim: int
-    value_head_dim: int
-    conv_kernel: int
+    full_attention_interval: PosInt
+    num_key_heads: PosInt
+    num_value_heads: PosInt
+    key_head_dim: PosInt
+    value_head_dim: PosInt
+    conv_kernel: PosInt
 
 
 class Vision(Strict):
     """The vision tower a Qwen3.5 snapshot carries (never trained here: it must survive every stage bit for bit)."""
 
-    depth: int
-    hidden_size: int
-    intermediate_size: int
-    num_heads: int
-    patch_size: int
-    temporal_patch_size: int
-    spatial_merge_size: int
-    num_position_embeddings: int
+    depth: PosInt
+    hidden_size: PosInt
+    intermediate_size: PosInt
+    num_heads: PosInt
+    patch_size: PosInt
+    temporal_patch_size: PosInt
+    spatial_merge_size: PosInt
+    num_position_embeddings: PosInt
 
 
 class Embedded(Strict):
     """The tiny policy the smoke profile trains for itself, in the layout of `model.architecture`
     (`qwen3_5` needs `linear_attention` and `vision`)."""
 
-    vocab_size: int
-    hidden_size: int
-    intermediate_size: int
-    num_layers: int
-    num_heads: int
-    num_kv_heads: int
-    head_dim: int
-    max_positions: int
-    pretrain_tasks_per_cell: int
-    train_steps: int
-    batch_size: int
-    learning_rate: float
-    warmup_steps: int
-    weight_decay: float
-    threads: int
-    capability_tasks: int
-    capability_samples: int
-    capability_allowance: int
+    vocab_size: PosInt
+    hidden_size: PosInt
+    intermediate_size: PosInt
+    num_layers: PosInt
+    num_heads: PosInt
+    num_kv_heads: PosInt
+    head_dim: PosInt
+    max_positions: PosInt
+    pretrain_tasks_per_cell: PosInt
+    train_steps: PosInt
+    batch_size: PosInt
+    learning_rate: PosFloat
+    warmup_steps: NonNegInt
+    weight_decay: NonNegFloat
+    threads: PosInt
+    capability_tasks: PosInt
+    capability_samples: PosInt
+    capability_allowance: PosInt
     linear_attention: LinearAttention | None = None
     vision: Vision | None = None
 
 
 class Sampling(Strict):
-    temperature: float
-    top_p: float
-    top_k: int
+    temperature: NonNegFloat
+    top_p: Annotated[float, Field(gt=0, le=1)]
+    top_k: NonNegInt
 
 
 class LoopThresholds(Strict):
-    min_repeats: int
-    max_period: int
-    min_span: int
+    min_repeats: Annotated[int, Field(ge=2)]
+    max_period: PosInt
+    min_span: PosInt
 
 
 # head_dim values vLLM's CPU attention backend accepts (vllm/v1/attention/backends/cpu_attn.py,
@@ -142,9 +151,9 @@ class Vllm(Strict):
     reserve `gpu_memory_utilization` of the machine's RAM and refuse to start when it is not free)."""
 
     enforce_eager: bool  # true: no CUDA graphs and no torch.compile (start-up in seconds, not a minute)
-    kv_cache_bytes: int | None  # required on CPU; null on CUDA: vLLM sizes it by gpu_memory_utilization
-    gpu_memory_utilization: float
-    max_model_len: int | None  # null: the model's own max_position_embeddings
+    kv_cache_bytes: PosInt | None | None  # required on CPU; null on CUDA: vLLM sizes it by gpu_memory_utilization
+    gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)]
+    max_model_len: PosInt | None | None  # null: the model's own max_position_embeddings
     # true: vLLM's engine core runs in the calling process (VLLM_ENABLE_V1_MULTIPROCESSING=0): on 2
     # CPU cores it starts in about 8 s instead of 33 s (two fewer processes importing vLLM); false:
     # vLLM's default, an engine process of its own (what CUDA machines run)
@@ -155,52 +164,52 @@ class Harvest(Strict):
     backend: Literal["transformers", "vllm"]
     inherited_index: str | None  # an exported bank's index.json to import before generating
     inherited_index_sha256: str | None  # the digest that index must have (recorded in advance)
-    samples_per_task: int
+    samples_per_task: PosInt
     sampling: Sampling
-    allowance: int
-    continuation: int
-    record_limit: int
-    topup_batches: int
-    topup_size: int
-    min_eligible: int
+    allowance: PosInt
+    continuation: NonNegInt
+    record_limit: PosInt
+    topup_batches: NonNegInt
+    topup_size: NonNegInt
+    min_eligible: NonNegInt
     loop: LoopThresholds
 
 
 class Scoring(Strict):
     instrument: Literal["reference", "fast"]
-    parity_threshold: float
-    calibration_traces: int
+    parity_threshold: PosFloat
+    calibration_traces: PosInt
 
 
 class Rollouts(Strict):
     sampling: Sampling
-    max_new_tokens: int
+    max_new_tokens: PosInt
 
 
 class Selection(Strict):
     """Two rows per task is the protocol's rule itself (the best and one more), not a setting."""
 
     top_k: int
-    band: float
+    band: NonNegFloat
 
 
 class Lora(Strict):
-    rank: int
-    alpha: int
-    dropout: float
+    rank: PosInt
+    alpha: PosInt
+    dropout: Annotated[float, Field(ge=0, lt=1)]
 
 
 class LossWeights(Strict):
-    prompt: float
-    thought: float
-    answer: float
+    prompt: NonNegFloat
+    thought: NonNegFloat
+    answer: NonNegFloat
 
 
 class Throughput(Strict):
     """Training tokens per second per device, low and high: the manifest's device-hour envelope."""
 
-    low: float
-    high: float
+    low: PosFloat
+    high: PosFloat
 
 
 class Training(Strict):
@@ -208,19 +217,19 @@ class Training(Strict):
     # Every linear projection of the decoder blocks, per architecture (config.json's model_type);
     # checked against the loaded model's module names before any adapter is created.
     target_modules: dict[str, list[str]]
-    epochs: int
-    learning_rate: float
+    epochs: PosInt
+    learning_rate: PosFloat
     batch_size: int
-    grad_accum: int
-    max_length: int
-    max_grad_norm: float
+    grad_accum: PosInt
+    max_length: PosInt
+    max_grad_norm: PosFloat
     loss_weights: LossWeights
-    loss_chunk_tokens: int  # positions per LM-head chunk: full-vocabulary logits never exist for a whole record
+    loss_chunk_tokens: PosInt  # positions per LM-head chunk: full-vocabulary logits never exist for a whole record
     gradient_checkpointing: bool
-    checkpoint_every: int  # optimizer steps between resumable checkpoints
+    checkpoint_every: PosInt  # optimizer steps between resumable checkpoints
     throughput_tokens_per_s: Throughput
-    budget_device_hours: float  # the whole training matrix; only a dated amendment raises it
-    warmup_records: int  # records timed before the first step to measure throughput (0: use the envelope)
+    budget_device_hours: PosFloat  # the whole training matrix; only a dated amendment raises it
+    warmup_records: NonNegInt  # records timed before the first step to measure throughput (0: use the envelope)
 
 
 class Merge(Strict):
@@ -228,19 +237,19 @@ class Merge(Strict):
 
 
 class Probe(Strict):
-    prompts: int
-    max_new_tokens: int
+    prompts: PosInt
+    max_new_tokens: PosInt
 
 
 class Evaluation(Strict):
-    allowance: int
-    bootstrap_resamples: int
-    confidence: float
+    allowance: PosInt
+    bootstrap_resamples: PosInt
+    confidence: Unit
 
 
 class StageB(Strict):
-    min_gain: float
-    min_lower_bound: float
-    max_parse_rate_loss: float
-    max_family_macro_loss: float
-    k_samples: int
+    min_gain: NonNegFloat
+    min_lower_bound: NonNegFloat
+    max_parse_rate_loss: Share
+    max_family_macro_loss: Share
+    k_samples: PosInt

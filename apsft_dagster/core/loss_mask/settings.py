@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from apsft_dagster.core.config_sections import Strict
+from apsft_dagster.core.config_sections import NonNegInt, PosInt, Strict
 from apsft_dagster.core.errors import ConfigError
 
 
@@ -11,11 +11,11 @@ class LossMask(Strict):
 
     known_broken_families: list[str]  # verifier families whose failures are not trusted (false-claim rule)
     prose_commands: list[str] | None  # shell commands the prose-command rule knows; null: the rules' default list
-    pack_length: int
-    shards: int
-    pack_seed: int
-    workers: int  # processes for the census and the build (ranges of one file; the result is byte-identical)
-    demo_rows: int  # rows of the generated dataset `apsft loss-mask demo` registers
+    pack_length: PosInt
+    shards: PosInt
+    pack_seed: NonNegInt
+    workers: PosInt  # processes for the census and the build (ranges of one file; the result is byte-identical)
+    demo_rows: PosInt  # rows of the generated dataset `apsft loss-mask demo` registers
 
 
 def rule_settings(settings: LossMask) -> dict:
