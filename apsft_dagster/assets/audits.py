@@ -37,6 +37,9 @@ def audit_asset(audit: Audit) -> dg.AssetsDefinition:
     return _audit
 
 
+AUDITS = discover()  # dbt_like_sql/ read once per process; every wing places its own from it
+
+
 def place_audits(stages: Sequence[Stage], audits: Sequence[Audit] | None = None) -> tuple[Stage, ...]:
     """A wing's stages with its SQL audits placed: each audit whose inputs this wing writes joins the
     first stage marked `hosts_audits` at or after the last stage that writes one of them, so its
@@ -46,7 +49,7 @@ def place_audits(stages: Sequence[Stage], audits: Sequence[Audit] | None = None)
     stages = list(stages)
     writer = {a.key.to_user_string(): i for i, stage in enumerate(stages) for a in stage.assets}
     placed: dict[int, list[dg.AssetsDefinition]] = {}
-    for audit in discover() if audits is None else audits:
+    for audit in AUDITS if audits is None else audits:
         ours = [a for a in audit.assets if a in writer]
         if not ours:
             continue

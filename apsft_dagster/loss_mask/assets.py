@@ -1,5 +1,5 @@
 """loss-mask curation (seed 004), partitioned by dataset version: census -> build -> verify, each a
-gate (packing in loss_mask_pack.py). Each asset streams the registered file; the core does the work."""
+gate (packing in pack.py). Each asset streams the registered file; the core does the work."""
 
 import dagster as dg
 import polars as pl
@@ -17,7 +17,6 @@ from apsft_dagster.loss_mask.partitions import lm_dataset_partitions
 from apsft_dagster.resources import ExperimentResource
 
 
-
 @dg.asset(partitions_def=lm_dataset_partitions, group_name=GROUP, kinds={"json", "parquet"}, owners=OWNERS,
           check_specs=[dg.AssetCheckSpec("source_unchanged", asset="lm_census", blocking=True,
                                          description="the file read hashes to what was registered")])
@@ -32,17 +31,18 @@ def lm_census(context: dg.AssetExecutionContext, experiment: ExperimentResource)
         yield dg.MaterializeResult(metadata={"source_sha256": record["sha256"], "error": str(exc)})
         yield check_result("source_unchanged", [str(exc)])
         return
-    counted = census_file(record["path"], workers=loss_mask_settings(config).workers,
-                              **rule_settings(loss_mask_settings(config)))
+    settings = loss_mask_settings(config)
+    counted = census_file(record["path"], workers=settings.workers, **rule_settings(settings))
+    table = census_table(dataset, counted)
     store.put_json(lm_file(dataset, "census.json"), counted)
-    store.put_parquet(lm_file(dataset, "census.parquet"), census_table(dataset, counted))
+    store.put_parquet(lm_file(dataset, "census.parquet"), table)
     total = counted["total"]
     context.log.info(f"{dataset}: {total['rows']} rows, {total['masked_turns']} turns to mask ({total['reasons']})")
     yield dg.MaterializeResult(metadata={
         **{k: v for k, v in total.items() if isinstance(v, int)}, "reasons": dg.MetadataValue.json(total["reasons"]),
         "combinations": dg.MetadataValue.json(total["combinations"]),
         "left_alone": dg.MetadataValue.json(total["left_alone"]), "source_sha256": record["sha256"],
-        "by_source": table_preview(census_table(dataset, counted).filter(pl.col("kind") == "reasons")
+        "by_source": table_preview(table.filter(pl.col("kind") == "reasons")
                                    .pivot("name", index="source", values="count"), rows=20)},
         data_version=dg.DataVersion(record["sha256"]))
     yield check_result("source_unchanged", [])
@@ -56,13 +56,12 @@ def lm_build(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     untouched row is written as its original bytes; a flags file, one line per masked turn."""
     config, store, dataset = experiment.config(), experiment.store(), context.partition_key
     record, counted = registered(store, dataset), store.get_json(lm_file(dataset, "census.json"))["total"]
-    report = {}
+    settings, report = loss_mask_settings(config), {}
 
     def fill(folder) -> None:
         with open(folder / MASKED, "wb") as out, open(folder / FLAGS, "wb") as flags:
             report.update(build_file(record["path"], out, flags, expected_reasons=counted["reasons"],
-                                     workers=loss_mask_settings(config).workers,
-                              **rule_settings(loss_mask_settings(config))))
+                                     workers=settings.workers, **rule_settings(settings)))
         check_unchanged(record, report["base_sha256"])
 
     digest = store.put_dir(lm_file(dataset, "build"), fill)
@@ -84,10 +83,10 @@ def lm_verify(context: dg.AssetExecutionContext, experiment: ExperimentResource)
     record = registered(store, dataset)
     store.verify(lm_file(dataset, "build"))
     folder = store.path(lm_file(dataset, "build"))
+    known_broken = rule_settings(loss_mask_settings(experiment.config()))["known_broken_families"]
     try:
-        result, problems = verify(
-            record["path"], folder / MASKED, folder / FLAGS,
-            known_broken_families=rule_settings(loss_mask_settings(experiment.config()))["known_broken_families"]), []
+        result, problems = verify(record["path"], folder / MASKED, folder / FLAGS,
+                                  known_broken_families=known_broken), []
     except LossMaskError as exc:
         result, problems = {"error": str(exc)}, [str(exc)]
     digest = store.put_json(lm_file(dataset, "verify.json"), {"dataset": dataset, "passed": not problems, **result})
