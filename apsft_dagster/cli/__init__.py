@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 
 from apsft_dagster.cli import audit, ui, validate
@@ -21,13 +22,19 @@ from apsft_dagster.run_report import cli as run_report_cli
 COMMANDS = (run, ui, validate, export_bank, amend, audit, report, loss_mask_cli, run_report_cli)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="apsft", description="run a profile end to end, open the UI, or "
-                                                               "validate a config")
-    sub = parser.add_subparsers(dest="command", required=True)
+@functools.cache
+def parser() -> argparse.ArgumentParser:
+    """The command line, built once per process (parsing never changes it)."""
+    top = argparse.ArgumentParser(prog="apsft", description="run a profile end to end, open the UI, or validate a "
+                                                            "config")
+    sub = top.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.add_parser(sub)
-    args = parser.parse_args(argv)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         return args.handler(args)
     except ApsftError as exc:

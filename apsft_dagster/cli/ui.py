@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 from apsft_dagster.cli.args import export_choice, profile_arguments
+from apsft_dagster.core.config import load_config
 from apsft_dagster.core.paths import PROJECT_ROOT, ensure_dagster_home
 
 
@@ -23,6 +24,7 @@ def add_parser(sub) -> None:
 
 
 def ui(args: argparse.Namespace) -> int:
+    load_config(args.profile, args.config)  # a bad profile is refused here, before the instance is made
     export_choice(args)
     ensure_dagster_home()
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", args.host, "-p", str(args.port)]

@@ -25,9 +25,9 @@ KNOWN_LEVELS = (1, 2, 3, 4)
 
 
 class Strict(BaseModel):
-    """Every section: unknown keys refused, no type coercion, frozen once loaded."""
+    """Every section: unknown keys refused, no type coercion, no infinite or NaN number, frozen once loaded."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
 
 class Seeds(Strict):
@@ -42,8 +42,8 @@ class Seeds(Strict):
 class Split(Strict):
     """A block of tasks: every (family, level) cell holds `per_cell` tasks; `total` is declared."""
 
-    families: Annotated[list[str], Field(min_length=1)]
-    levels: Annotated[list[int], Field(min_length=1)]
+    families: Annotated[list[Literal[KNOWN_FAMILIES]], Field(min_length=1)]  # the task catalog's families
+    levels: Annotated[list[Literal[KNOWN_LEVELS]], Field(min_length=1)]
     per_cell: PosInt
     total: PosInt
 
@@ -151,9 +151,9 @@ class Vllm(Strict):
     reserve `gpu_memory_utilization` of the machine's RAM and refuse to start when it is not free)."""
 
     enforce_eager: bool  # true: no CUDA graphs and no torch.compile (start-up in seconds, not a minute)
-    kv_cache_bytes: PosInt | None | None  # required on CPU; null on CUDA: vLLM sizes it by gpu_memory_utilization
+    kv_cache_bytes: PosInt | None  # required on CPU; null on CUDA: vLLM sizes it by gpu_memory_utilization
     gpu_memory_utilization: Annotated[float, Field(gt=0, le=1)]
-    max_model_len: PosInt | None | None  # null: the model's own max_position_embeddings
+    max_model_len: PosInt | None  # null: the model's own max_position_embeddings
     # true: vLLM's engine core runs in the calling process (VLLM_ENABLE_V1_MULTIPROCESSING=0): on 2
     # CPU cores it starts in about 8 s instead of 33 s (two fewer processes importing vLLM); false:
     # vLLM's default, an engine process of its own (what CUDA machines run)
@@ -189,7 +189,7 @@ class Rollouts(Strict):
 class Selection(Strict):
     """Two rows per task is the protocol's rule itself (the best and one more), not a setting."""
 
-    top_k: int
+    top_k: Annotated[int, Field(ge=2)]  # the potential rule takes the best and one more
     band: NonNegFloat
 
 
@@ -219,7 +219,7 @@ class Training(Strict):
     target_modules: dict[str, list[str]]
     epochs: PosInt
     learning_rate: PosFloat
-    batch_size: int
+    batch_size: Literal[1]  # records are never packed or batched together (batch 1 x grad_accum)
     grad_accum: PosInt
     max_length: PosInt
     max_grad_norm: PosFloat
