@@ -63,8 +63,9 @@ def test_only_an_amendment_recorded_after_the_manifest_raises_the_budget(tmp_pat
     other["arms"][0]["sha256"] = "f" * 64  # another selection: the amendment does not carry over
     with pytest.raises(BudgetError):
         budget_gate(store, config, other, stage_a_policies(config), 4000.0, measured=True)
-    with pytest.raises(AmendmentError, match="must be > 0"):
-        record_amendment(store, "nothing", budget_device_hours=0.0)
+    for bad in (0.0, float("inf"), float("nan")):
+        with pytest.raises(AmendmentError, match="must be a finite number > 0"):
+            record_amendment(store, "nothing", budget_device_hours=bad)
 
 
 def test_cli_amend_records_a_budget(tmp_path, capsys):

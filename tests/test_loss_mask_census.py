@@ -46,5 +46,5 @@ def test_census_counts_equal_the_planted_truth_per_source_and_in_total():
 def test_census_is_deterministic_and_names_a_bad_line():
     lines = [json.dumps(row) for row, _ in planted_rows(50, seed=1)]
     assert json.dumps(census(lines)) == json.dumps(census(iter(lines)))
-    with pytest.raises(LossMaskError, match="data.jsonl line 3: not JSON"):
+    with pytest.raises(LossMaskError, match="data.jsonl line 3: not valid JSON"):
         census([lines[0], "", "{oops", lines[1]], source_name="data.jsonl")

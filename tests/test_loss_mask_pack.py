@@ -153,7 +153,7 @@ def test_bad_input_is_refused_naming_the_line_or_row_and_empty_shards_keep_the_s
     line = json.dumps(HAND).encode()
     with pytest.raises(LossMaskError, match=r"row 'hand-1': appears on lines 1 and 3; row ids must be unique"):
         pack_rows([line, b"\n", line], tokenizer, pack_length=PACK, shards=1, seed=0)
-    with pytest.raises(LossMaskError, match="line 2: not JSON"):
+    with pytest.raises(LossMaskError, match="line 2: not valid JSON"):
         pack_rows([line, b"{"], tokenizer, pack_length=PACK, shards=1, seed=0)
     frames, report = pack_rows([line], tokenizer, pack_length=1024, shards=3, seed=0)  # HAND is over PACK
     assert [len(f) for f in frames] == [1, 0, 0] and all(f.schema == frames[0].schema for f in frames)

@@ -45,7 +45,7 @@ def test_a_bad_line_is_named_by_its_number_in_the_whole_file(tmp_path, data):
     lines[450] = b"{oops\n"
     bad = tmp_path / "bad.jsonl"
     bad.write_bytes(b"".join(lines))
-    with pytest.raises(LossMaskError, match=r"bad.jsonl line 451: not JSON"):
+    with pytest.raises(LossMaskError, match=r"bad.jsonl line 451: not valid JSON"):
         census_file(bad, workers=3)
 
 

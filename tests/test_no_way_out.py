@@ -49,8 +49,9 @@ def test_an_inherited_index_pointing_a_shard_outside_its_folder_is_refused_befor
     bank = tmp_path / "bank"
     bank.mkdir()
     index = bank / "index.json"
-    index.write_text(json.dumps({"tasks": {"caravan-L1-000": {"shard": "../secret.parquet",
-                                                              "sha256": sha256_bytes(b"not yours")}}}))
+    entry = {"shard": "../secret.parquet", "sha256": sha256_bytes(b"not yours")}
+    index.write_text(json.dumps({"format": "apsft-bank-index/1", "bank": "trace_bank",
+                                 "tasks": {"caravan-L1-000": entry}}))
     digest = sha256_bytes(index.read_bytes())
     with pytest.raises(StorePathError, match="task caravan-L1-000's shard '../secret.parquet'"):
         InheritedBank(index, digest)

@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apsft_dagster.core.errors import AmendmentError
+from apsft_dagster.core.json_input import parse_json
 from apsft_dagster.core.layout import AMENDMENT_LOG, EVIDENCE_STAGES, SFT_MANIFEST
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, json_bytes, sha256_bytes
 
 GENESIS = "0" * 64
+SHA256 = r"^[0-9a-f]{64}$"
 
 
 def evidence_snapshot(store: Store) -> dict[str, int]:
@@ -43,15 +49,57 @@ def classify(evidence: dict[str, int]) -> str:
     return "prospective amendment"
 
 
+class _Selection(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    identity: Annotated[str, Field(pattern=SHA256)]
+
+
+class _Record(BaseModel):
+    """One line of the log, as record_amendment writes it (a hand-made line must match)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+    seq: Annotated[int, Field(ge=1)]
+    date: str
+    text: Annotated[str, Field(min_length=1)]
+    evidence: dict[Literal[tuple(EVIDENCE_STAGES)], Annotated[int, Field(ge=1)]]
+    prev_sha256: Annotated[str, Field(pattern=SHA256)]
+    budget_device_hours: Annotated[float, Field(gt=0)] | None = None
+    selection: _Selection | None = None
+
+
+def _checked(where: str, n: int, record: object) -> dict:
+    try:
+        _Record.model_validate(record)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err["loc"]) or "(the record)"
+        raise AmendmentError(f"{where} line {n}: field {field!r}: {err['msg']}; a record is written by "
+                             "`apsft amend`, never by hand (restore the log from version control)") from None
+    if record["seq"] != n:
+        raise AmendmentError(f"{where} line {n}: field 'seq' is {record['seq']}, expected {n}")
+    _date(record["date"], f"{where} line {n}: field 'date'")
+    return record
+
+
+def _date(day: str, where: str) -> str:
+    try:
+        dt.date.fromisoformat(day)
+    except ValueError:
+        raise AmendmentError(f"{where}: {day!r} is not a date; use YYYY-MM-DD") from None
+    return day
+
+
 def read_log(store: Store) -> list[dict]:
-    """Every record, receipt verified and the chain checked; [] when nothing was recorded."""
+    """Every record, receipt verified, shape and chain checked; [] when nothing was recorded.
+    Refusals name the log, the line and the field (AmendmentError)."""
     if not store.exists(AMENDMENT_LOG):
         return []
+    where = str(store.path(AMENDMENT_LOG))
     records, prev = [], GENESIS
     for n, line in enumerate(store.get_bytes(AMENDMENT_LOG).splitlines(keepends=True), start=1):
-        record = json.loads(line)
-        if record.get("prev_sha256") != prev:
-            raise AmendmentError(f"{store.path(AMENDMENT_LOG)} line {n}: chain broken (prev_sha256 does not match line "
+        record = _checked(where, n, parse_json(line, f"{where} line {n}", AmendmentError))
+        if record["prev_sha256"] != prev:
+            raise AmendmentError(f"{where} line {n}: chain broken (prev_sha256 does not match line "
                                  f"{n - 1}); a record was edited or removed. Restore the log from version control")
         records.append(record)
         prev = sha256_bytes(line)
@@ -68,13 +116,9 @@ def record_amendment(store: Store, text: str, date: str | None = None, *,
     """Append one record (atomically: the whole log is rewritten with a new receipt)."""
     if not text.strip():
         raise AmendmentError("an amendment needs a text saying what changed and why")
-    if budget_device_hours is not None and not budget_device_hours > 0:
-        raise AmendmentError(f"budget {budget_device_hours!r} device-hours: must be > 0")
-    day = date or dt.datetime.now(dt.UTC).date().isoformat()
-    try:
-        dt.date.fromisoformat(day)
-    except ValueError:
-        raise AmendmentError(f"date {day!r}: use YYYY-MM-DD") from None
+    if budget_device_hours is not None and not (math.isfinite(budget_device_hours) and budget_device_hours > 0):
+        raise AmendmentError(f"budget {budget_device_hours!r} device-hours: must be a finite number > 0")
+    day = _date(date or dt.datetime.now(dt.UTC).date().isoformat(), "date")
     records = read_log(store)
     body = store.get_bytes(AMENDMENT_LOG) if records else b""
     prev = sha256_bytes(body.splitlines(keepends=True)[-1]) if records else GENESIS

@@ -8,15 +8,21 @@ copied; shards are copied byte for byte (never re-serialized), so their hashes s
 
 from __future__ import annotations
 
-import json
+import io
 import shutil
 from pathlib import Path
+from typing import Annotated, Literal
 
-from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError
+import polars as pl
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from apsft_dagster.core.errors import BankFormatError, HashMismatchError, MissingArtifactError
+from apsft_dagster.core.json_input import parse_json
 from apsft_dagster.core.layout import index_file, shard_file
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, json_bytes, sha256_bytes, sha256_file, write_atomic
 
 INDEX_FORMAT = "apsft-bank-index/1"
+TASK_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # a partition key and a file name
 
 
 def write_index(store: Store, bank: str, digests: dict[str, str]) -> str:
@@ -44,10 +50,26 @@ def export_bank(store: Store, bank: str, task_ids: list[str], out_dir: str | Pat
     return sha256_bytes(data)
 
 
-class InheritedBank:
-    """A verified inherited bank; construction fails (naming the index or shard) before any import."""
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    shard: Annotated[str, Field(min_length=1)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
-    def __init__(self, index_path: str | Path, expected_sha256: str):
+
+class _Index(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    format: Literal[INDEX_FORMAT]
+    bank: str
+    tasks: dict[Annotated[str, Field(pattern=TASK_ID)], _Entry]
+
+
+class InheritedBank:
+    """A verified inherited bank; construction fails (naming the index, shard or receipt and the
+    field) before any import: the index's digest and shape, each shard inside the folder, its
+    digest, a receipt beside it (where there is one) agreeing, and, given the bank's `schema`, each
+    shard a Parquet file of exactly those columns holding its own task's rows only."""
+
+    def __init__(self, index_path: str | Path, expected_sha256: str, schema: dict | None = None):
         self.index_path = Path(index_path)
         if not self.index_path.is_file():
             raise MissingArtifactError(f"{self.index_path}: inherited bank index not found (harvest.inherited_index)")
@@ -58,11 +80,49 @@ class InheritedBank:
                 f"{self.index_path}: index SHA-256 is {actual} but harvest.inherited_index_sha256 records "
                 f"{expected_sha256}; nothing was imported. Use the index that was recorded, or record this one "
                 "as a dated amendment")
-        self.tasks = json.loads(data)["tasks"]
+        self.tasks = {t: e.model_dump() for t, e in self._parse(data).tasks.items()}
         for task_id, entry in self.tasks.items():  # every shard inside the bank's own folder, before any is read
-            inside(self.index_path.parent, entry.get("shard", ""), f"{self.index_path}: task {task_id}'s shard")
+            inside(self.index_path.parent, entry["shard"], f"{self.index_path}: task {task_id}'s shard")
         for task_id in self.tasks:
-            self._check(task_id, sha256_file(self._path(task_id)))
+            data = self._path(task_id).read_bytes()
+            self._check(task_id, sha256_bytes(data))
+            self._check_receipt(task_id)
+            if schema is not None:
+                self._check_shard(task_id, data, schema)
+
+    def _parse(self, data: bytes) -> _Index:
+        try:
+            return _Index.model_validate(parse_json(data, str(self.index_path), BankFormatError))
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            raise BankFormatError(f"{self.index_path}: field {field!r}: {err['msg']}; an inherited index is "
+                                  "written by `apsft export-bank`, never by hand") from None
+
+    def _check_receipt(self, task_id: str) -> None:
+        receipt = self._path(task_id).with_name(self._path(task_id).name + RECEIPT_SUFFIX)
+        if not receipt.is_file():
+            return  # the index is the bank's record; a receipt, where exported, must agree with it
+        doc = parse_json(receipt.read_bytes(), str(receipt), BankFormatError)
+        if not isinstance(doc, dict) or doc.get("sha256") != self.tasks[task_id]["sha256"]:
+            raise HashMismatchError(f"{receipt}: field 'sha256' disagrees with the index's entry for task {task_id}; "
+                                    "nothing was imported. Re-export the bank")
+
+    def _check_shard(self, task_id: str, data: bytes, schema: dict) -> None:
+        where = self._path(task_id)
+        try:
+            frame = pl.read_parquet(io.BytesIO(data))
+        except Exception as exc:  # polars raises its own types for every kind of bad file  # noqa: BLE001
+            raise BankFormatError(f"{where}: not a readable Parquet shard ({type(exc).__name__}); re-export it") \
+                from None
+        if dict(frame.schema) != dict(schema):
+            diff = sorted(set(frame.schema.items()) ^ set(schema.items()), key=str)[:3]
+            raise BankFormatError(f"{where}: columns differ from the bank's schema (e.g. {diff}); it was exported by "
+                                  "another version of the protocol. Re-harvest or re-export it")
+        others = frame.filter(pl.col("task_id") != task_id)["task_id"].unique().to_list()
+        if others:
+            raise BankFormatError(f"{where}: field 'task_id' holds other tasks {others[:3]}; the shard of task "
+                                  f"{task_id} must hold its rows only")
 
     def _path(self, task_id: str) -> Path:
         path = self.index_path.parent / self.tasks[task_id]["shard"]

@@ -71,3 +71,11 @@ class StorePathError(ApsftError):
 
 class AlertConfigError(ApsftError):
     """The alert webhook is not an http(s) URL."""
+
+
+class StoreWriteError(ApsftError, OSError):
+    """Writing an artifact failed (e.g. the disk is full); nothing of it was kept, no receipt counts it."""
+
+
+class BankFormatError(ApsftError):
+    """An inherited bank's index, receipt or shard is not in the shape `apsft export-bank` writes."""

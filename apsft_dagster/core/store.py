@@ -19,7 +19,8 @@ from pathlib import Path, PurePosixPath
 
 import polars as pl
 
-from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, StorePathError
+from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, StorePathError, StoreWriteError
+from apsft_dagster.core.json_input import parse_json
 
 RECEIPT_SUFFIX = ".receipt.json"
 PARQUET_SETTINGS = {"compression": "zstd", "compression_level": 3, "statistics": False, "row_group_size": 65536}
@@ -87,14 +88,26 @@ def jsonl_gz_bytes(rows: Iterable[dict]) -> bytes:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """`data` at `path` whole or not at all: a temp sibling, fsynced, renamed over. A write that
+    fails (a full disk) removes the temp file and raises StoreWriteError naming the path."""
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+        _fsync_dir(path.parent)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_failed(path, exc) from exc
+
+
+def write_failed(path: Path, exc: OSError) -> StoreWriteError:
+    return StoreWriteError(exc.errno, f"{path}: writing it failed ({exc.strerror or exc}); nothing of it was kept "
+                                      "and no receipt counts it. Free space (or fix the folder) and rerun: the stage "
+                                      "resumes from its last whole artifact")
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -158,13 +171,20 @@ class Store:
         final.parent.mkdir(parents=True, exist_ok=True)
         tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir()
-        fill(tmp)
-        for p in tmp.rglob("*"):
-            if p.is_file():
-                p.chmod(0o644)  # like every other artifact, whatever mode the filler (e.g. save_pretrained) chose
-                with open(p, "rb") as fh:
-                    os.fsync(fh.fileno())
+        try:
+            tmp.mkdir()
+            fill(tmp)
+            for p in tmp.rglob("*"):
+                if p.is_file():
+                    p.chmod(0o644)  # like every other artifact, whatever mode the filler (save_pretrained) chose
+                    with open(p, "rb") as fh:
+                        os.fsync(fh.fileno())
+        except OSError as exc:  # a full disk mid-fill: the half-built folder goes, nothing counts it
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise exc if isinstance(exc, StoreWriteError) else write_failed(final, exc) from exc
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
         files = dir_digests(tmp)
         self.receipt_path(name).unlink(missing_ok=True)  # never a receipt beside a half-swapped dir
         old = final.with_name(f".{final.name}.old-{os.getpid()}")
@@ -195,7 +215,10 @@ class Store:
         if not path.is_file() or not self.path(name).exists():
             raise MissingArtifactError(
                 f"{self.path(name)}: artifact or its receipt is missing; materialize it first")
-        return json.loads(path.read_text())
+        receipt = parse_json(path.read_bytes(), str(path), HashMismatchError)
+        if not (isinstance(receipt, dict) and isinstance(receipt.get("sha256"), str)):
+            raise HashMismatchError(f"{path}: not a receipt (no 'sha256'); delete it and the artifact and rematerialize")
+        return receipt
 
     def exists(self, name: str) -> bool:
         return self.receipt_path(name).is_file() and self.path(name).exists()

@@ -18,13 +18,15 @@ def add_parser(sub) -> None:
 
 
 def rl_report(args: argparse.Namespace) -> int:
-    from apsft_dagster.core.run_report import load_run
+    from apsft_dagster.core.names import check_name
+    from apsft_dagster.core.run_report import RunReportError, load_run
     from apsft_dagster.core.run_report.names import rl_file
     from apsft_dagster.core.run_report.registry import register
     from apsft_dagster.core.run_report.settings import run_report_settings
     from apsft_dagster.run_report.partitions import RL_RUN
     from apsft_dagster.run_report.stages import RUN_REPORT_STAGES
 
+    check_name(args.name, "run", RunReportError)  # the cheapest mistake is named first
     config, store = profile_store(args)
     run_report_settings(config)  # a profile without the section is refused before anything is written
     export_choice(args)

@@ -9,12 +9,12 @@ are derived from those sets once, at the end.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Iterable
 
 import polars as pl
 
+from apsft_dagster.core.json_input import parse_json
 from apsft_dagster.core.loss_mask.rules import LossMaskError, judge_row
 
 FIELDS = ("rows", "assistant_turns", "masked_turns", "rows_touched")
@@ -22,18 +22,20 @@ FIELDS = ("rows", "assistant_turns", "masked_turns", "rows_touched")
 
 def census(lines: Iterable[bytes | str], *, known_broken_families: frozenset[str] = frozenset(),
            prose_commands: frozenset[str] | None = None, source_name: str = "<lines>", first_line: int = 1) -> dict:
-    """Count over JSON lines (blank lines skipped); a line that is not JSON raises naming its number
+    """Count over JSON lines (blank lines skipped); a line that is not strict JSON (core/json_input.py)
+    or not a row the rules can read raises naming the source, its line number and the field
     (`first_line`: the number of the first line given, when they are a range of a larger file)."""
     known_broken_families = frozenset(known_broken_families)
     tallies: dict[str, _Tally] = {}
     for number, line in enumerate(lines, start=first_line):
         if not line or line.isspace():  # blank: `not line.strip()` without copying the line
             continue
+        row = parse_json(line, f"{source_name} line {number}", LossMaskError)
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise LossMaskError(f"{source_name} line {number}: not JSON ({exc.msg}); fix or drop the line") from None
-        flags, kept, turns = judge_row(row, known_broken_families=known_broken_families, prose_commands=prose_commands)
+            flags, kept, turns = judge_row(row, known_broken_families=known_broken_families,
+                                           prose_commands=prose_commands)
+        except LossMaskError as exc:
+            raise LossMaskError(f"{source_name} line {number}: {exc}") from None
         source = str(row.get("source"))
         tally = tallies.get(source)
         if tally is None:

@@ -35,7 +35,10 @@ def fast_validator(schema: object) -> Callable[[object], bool] | None:
     body = {k: v for k, v in schema.items() if k != "$schema"}
     if not _agreed(body):
         return None
-    validate = fastjsonschema.compile(body, use_default=False, use_formats=False, detailed_exceptions=False)
+    try:
+        validate = fastjsonschema.compile(body, use_default=False, use_formats=False, detailed_exceptions=False)
+    except fastjsonschema.JsonSchemaDefinitionException:  # valid Draft 2020-12 it cannot compile (e.g. `required`
+        return None  # naming a property that additionalProperties: false forbids): jsonschema judges it
 
     def is_valid(value: object) -> bool:
         try:

@@ -10,13 +10,13 @@ MAX_OPEN_PACKS stay open, the oldest closing when another must open, so placemen
 from __future__ import annotations
 
 import hashlib
-import json
 import random
 from collections.abc import Iterable
 
 import numpy as np
 import polars as pl
 
+from apsft_dagster.core.json_input import parse_json
 from apsft_dagster.core.loss_mask.rules import ROLES, LossMaskError
 from apsft_dagster.core.loss_mask.spans import chat_template_for, checked, encode_row
 
@@ -30,10 +30,7 @@ SCHEMA = {"pack_id": pl.Int64, "input_ids": pl.List(pl.Int32), "loss_mask": pl.L
 
 def _parse(line: bytes, number: int, seen: dict[str, int]) -> dict:
     """The fields packing reads, checked; a duplicate row id would make the drop accounting ambiguous."""
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise LossMaskError(f"line {number}: not JSON ({exc.msg}); fix or drop the line") from None
+    row = parse_json(line, f"line {number}", LossMaskError)
     rid = row.get("row_id") if isinstance(row, dict) else None
     if not isinstance(rid, str):
         raise LossMaskError(f"line {number}: field 'row_id' must be a string; fix the row")

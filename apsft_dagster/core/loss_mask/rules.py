@@ -55,7 +55,7 @@ def _check_row(row: object) -> tuple[Callable[[str, str], LossMaskError], list[i
     fail = _failer(row.get("row_id"))
     if not isinstance(row.get("row_id"), str):
         raise fail("row_id", "must be a string")
-    if row.get("harness") not in HARNESSES:
+    if not isinstance(row.get("harness"), str) or row["harness"] not in HARNESSES:
         raise fail("harness", f"must be one of {sorted(HARNESSES)}, got {row.get('harness')!r}")
     verifier = row.get("verifier")
     if not isinstance(verifier, dict) or not isinstance(verifier.get("family"), str):
@@ -68,7 +68,7 @@ def _check_row(row: object) -> tuple[Callable[[str, str], LossMaskError], list[i
         if not isinstance(message, dict):
             raise fail(f"messages[{i}]", "must be an object")
         role = message.get("role")
-        if role not in ROLES:
+        if not isinstance(role, str) or role not in ROLES:
             raise fail(f"messages[{i}].role", f"must be one of {sorted(ROLES)}, got {role!r}")
         content = message.get("content")
         if content is not None and not isinstance(content, str):

@@ -32,7 +32,6 @@ Steps are unique within each file. Other files in the folder (a README) are not 
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import tomllib
 from dataclasses import dataclass
@@ -42,6 +41,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from apsft_dagster.core.errors import ApsftError
+from apsft_dagster.core.json_input import parse_json
 from apsft_dagster.core.run_report import schema
 
 CONFIG_FILE = "training_config.toml"
@@ -87,13 +87,17 @@ def _read(path: Path, hashes: dict[str, str]) -> bytes:
 
 
 def _parse(path: Path, data: bytes, model: type[BaseModel]) -> BaseModel:
-    try:
-        if path.suffix == ".toml":
+    if path.suffix == ".toml":
+        try:
             raw = tomllib.loads(data.decode())
-        else:  # costs are money: exact decimals, never binary floats
-            raw = json.loads(data, parse_float=Decimal if model is schema.Usage else float)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise _fail(path, "(file)", f"not valid {path.suffix[1:].upper()} ({exc})") from None
+        except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+            raise _fail(path, "(file)", f"not valid TOML ({exc or 'nested too deeply'})") from None
+    else:  # costs are money: exact decimals, never binary floats; strict JSON (core/json_input.py)
+        try:
+            raw = parse_json(data, str(path), RunReportError,
+                             **({"parse_float": Decimal} if model is schema.Usage else {}))
+        except RunReportError as exc:
+            raise _fail(path, "(file)", str(exc).removeprefix(f"{path}: ")) from None
     try:
         return model.model_validate(raw)
     except ValidationError as exc:

@@ -25,7 +25,8 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
     imported byte for byte, only the rest is generated (the model loads once per run)."""
     config, store = experiment.config(), experiment.store()
     cfg = config.harvest
-    inherited = InheritedBank(cfg.inherited_index, cfg.inherited_index_sha256) if cfg.inherited_index else None
+    inherited = (InheritedBank(cfg.inherited_index, cfg.inherited_index_sha256, TRACE_SCHEMA) if cfg.inherited_index
+                 else None)
 
     def make(row: dict, name: str) -> tuple[str, str]:
         if inherited is not None and row["task_id"] in inherited:
