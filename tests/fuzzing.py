@@ -25,8 +25,8 @@ RETYPES = [None, "x", 0, -1, 1.5, 10**30, True, [], {}, [[1]], {"a": {"b": None}
 def fuzz_settings(examples: int | None = None):
     """Bounded and reproducible: a fixed example count (`examples` at the suite's bound, scaled
     with APSFT_FUZZ_EXAMPLES) and a seed derived from the test's name."""
-    return settings(max_examples=max(1, round((examples or 60) * EXAMPLES / 60)), deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+    return settings(max_examples=max(1, round((examples or 60) * EXAMPLES / 60)), deadline=None, derandomize=True,
+                    database=None, suppress_health_check=list(HealthCheck))
 
 
 def record(reader: str, outcome: str) -> None:

@@ -84,6 +84,15 @@ def running_server():
         watchdog.wait()
 
 
+def restart(server: Server) -> None:
+    """Stop the server as a crash would (`-m immediate`: no checkpoint, every connection cut) and
+    start it again on the same port and data, the way an operator's restart or a failover does."""
+    pg_ctl = str(bin_dir() / "pg_ctl")  # -l: the new server logs to the file, never to a pipe this process would
+    subprocess.run(_as_server_user([pg_ctl, "-D", str(server.folder / "data"), "-l", str(server.folder / "server.log"),
+                                    "-m", "immediate", "-w", "-t", "60", "restart"]),  # wait on until it exits
+                   check=True, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def _createdb(binaries: Path, server: Server) -> None:
     subprocess.run([str(binaries / "createdb"), "-h", server.host, "-p", str(server.port), "-U", USER, DATABASE],
                    check=True, capture_output=True, text=True, env={**os.environ, "PGPASSWORD": PASSWORD})

@@ -63,8 +63,9 @@ def _forged_shard(draw, task_id: str) -> bytes:
     return buffer.getvalue()
 
 
-def _mutate_bank(draw, index: Path, digest: str) -> str:
-    """Mutate one file of the exported bank; the index digest a user would then have recorded."""
+def _mutate_bank(draw, index: Path, digest: str) -> tuple[str, bool]:
+    """Mutate one file of the exported bank: (the index digest a user would then have recorded,
+    whether the bank must now be refused: a shard changed or forged, or a shard removed)."""
     bank = index.parent
     target = draw(st.sampled_from(["index", "shard", "receipt", "forged"]))
     task_id = draw(st.sampled_from(TASKS))
@@ -77,16 +78,18 @@ def _mutate_bank(draw, index: Path, digest: str) -> str:
         doc = json.loads(index.read_bytes())
         doc["tasks"][task_id]["sha256"] = sha256_bytes(data)
         index.write_bytes(json.dumps(doc).encode())
-        return sha256_bytes(index.read_bytes())
+        return sha256_bytes(index.read_bytes()), True
     path = {"index": index, "shard": shard, "receipt": receipt}[target]
     how = draw(st.sampled_from(["bytes", "document", "remove"] if path.suffix == ".json" else ["bytes", "remove"]))
+    old = path.read_bytes()
     if how == "remove":
         path.unlink()
     else:
-        old = path.read_bytes()
         path.write_bytes(draw(mutated_bytes(old) if how == "bytes" else mutated_document(json.loads(old))))
+    changed = not path.exists() or path.read_bytes() != old
     recorded = target == "index" and path.exists() and draw(st.booleans())  # most users record the new index
-    return sha256_bytes(index.read_bytes()) if recorded else digest
+    must_refuse = changed and (target == "shard" or (target == "index" and not recorded))
+    return (sha256_bytes(index.read_bytes()) if recorded else digest), must_refuse
 
 
 @fuzz_settings()
@@ -95,7 +98,7 @@ def test_an_inherited_bank_is_imported_whole_or_not_at_all(data):
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         index, digest = _exported_bank(root)
-        recorded = _mutate_bank(data.draw, index, digest)
+        recorded, must_refuse = _mutate_bank(data.draw, index, digest)
         target = Store(root / "target")
         exported = _files(root / "bank")
 
@@ -105,6 +108,7 @@ def test_an_inherited_bank_is_imported_whole_or_not_at_all(data):
                 bank.import_into(target, TRACE_BANK, task_id)
 
         if judge("inherited bank", load, (ApsftError,), [str(root / "bank")]):
+            assert not must_refuse, "a changed, forged or missing shard (or an unrecorded index) was imported"
             for task_id in json.loads(index.read_bytes())["tasks"]:  # accepted: every shard imported as exported
                 name = shard_file(TRACE_BANK, task_id)
                 assert target.get_bytes(name) == exported[f"shards/{task_id}.parquet"]
@@ -129,7 +133,8 @@ def test_an_rl_run_folder_is_read_whole_or_refused_by_file(data):
             old = path.read_bytes()
             path.write_bytes(data.draw(mutated_bytes(old) if how == "bytes" else mutated_document(json.loads(old))))
         before = _files(Path(tmp))
-        judge("RL run folder", lambda: load_run(folder), (ApsftError,), [str(path), str(folder)])
+        accepted = judge("RL run folder", lambda: load_run(folder), (ApsftError,), [str(path), str(folder)])
+        assert not (accepted and how == "remove" and not name.startswith("rollouts_")), f"{name} missing, accepted"
         assert _files(Path(tmp)) == before
 
 
@@ -165,20 +170,28 @@ def test_a_hand_made_amendment_is_read_or_refused_by_line_and_field(data):
         record_amendment(store, "a budget for the matrix", "2026-11-02", budget_device_hours=2.0)
         lines = store.get_bytes(AMENDMENT_LOG).splitlines(keepends=True)
         i = data.draw(st.integers(0, len(lines) - 1))
-        how = data.draw(st.sampled_from(["bytes", "document", "document", "drop", "stale_receipt"]))
+        how = data.draw(st.sampled_from(["bytes", "document", "document", "drop", "stale_receipt", "reworded"]))
         if how == "drop":
             del lines[i]
-        elif how != "stale_receipt":
+        elif how == "reworded":  # a hand edit that keeps the record's shape: only the chain can tell
+            record = json.loads(lines[i])
+            record["text"] = data.draw(st.text(min_size=1, max_size=20).filter(lambda t: t != record["text"]))
+            lines[i] = json.dumps(record, sort_keys=True, ensure_ascii=False).encode() + b"\n"
+        elif how not in ("stale_receipt", "reworded"):
             old = lines[i].rstrip(b"\n")
             lines[i] = data.draw(mutated_bytes(old) if how == "bytes" else mutated_document(json.loads(old))) + b"\n"
+        original = store.get_bytes(AMENDMENT_LOG).splitlines(keepends=True)
+        chain_broken = how == "drop" and i < len(original) - 1 or how not in ("drop", "stale_receipt") and \
+            i < len(original) - 1 and lines[i] != original[i]
         body = b"".join(lines)
         if how == "stale_receipt":
             store.path(AMENDMENT_LOG).write_bytes(body + b"\n")  # edited by hand, receipt not redone
         else:
             store.put_bytes(AMENDMENT_LOG, body)  # edited by hand, with its receipt redone
         before = _files(Path(tmp))
-        judge("amendment log", lambda: classified(store) and read_log(store), (ApsftError,),
-              [str(store.path(AMENDMENT_LOG))])
+        accepted = judge("amendment log", lambda: classified(store) and read_log(store), (ApsftError,),
+                         [str(store.path(AMENDMENT_LOG))])
+        assert not (accepted and (chain_broken or how == "stale_receipt")), "an edited record was accepted"
         assert _files(Path(tmp)) == before
 
 

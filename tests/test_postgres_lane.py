@@ -16,7 +16,7 @@ import dagster as dg
 import psycopg2
 import pytest
 from conftest import StageRuns, smoke_definitions
-from pg_server import DATABASE, PASSWORD, USER, running_server
+from pg_server import DATABASE, PASSWORD, USER, restart, running_server
 
 from apsft_dagster.core.alerts import alert_path
 from apsft_dagster.core.paths import PROJECT_ROOT
@@ -120,6 +120,29 @@ def test_backfill_checks_and_alert_sensor_read_back_from_postgres(postgres, smok
     assert ("asset_check_failed", "trace_bank_index", "hash_parity") in {
         (a["kind"], a.get("asset_key"), a.get("check_name")) for a in alerts}
     assert all(a["run_id"] == tampered.run_id for a in alerts)  # the successful runs before the cursor: none
+
+
+def test_a_restart_of_the_server_between_two_stages_loses_no_event(postgres, smoke_run, tmp_path):
+    """One instance, as the daemon or a long `apsft run` holds it: a stage, PostgreSQL restarted
+    (every connection cut), the next stage; it runs, and its run and events are in the tables."""
+    server, _, _ = postgres
+    _, smoke_store = smoke_run
+    shutil.copytree(smoke_store.root, tmp_path / "store")
+    defs = smoke_definitions(tmp_path / "store")
+    started = lambda: _sql(server, "SELECT pg_postmaster_start_time()")[0][0]  # noqa: E731
+    with dg.DagsterInstance.get() as instance:
+        (before,) = run_stages(defs, instance, [STAGE["score_bank_index_job"]], alert=False)
+        first_start = started()
+        restart(server)
+        assert started() > first_start  # a new server process
+        (after,) = run_stages(defs, instance, [STAGE["r1_labels_index_job"]], alert=False)
+    assert before.ok and after.ok, (before, after)
+    (run_id,) = after.run_ids
+    (status,) = _sql(server, "SELECT status FROM runs WHERE run_id = %s", run_id)
+    assert status == ("SUCCESS",)
+    (events,) = _sql(server, "SELECT count(*) FROM event_logs WHERE run_id = %s AND dagster_event_type IN "
+                     "('ASSET_MATERIALIZATION', 'ASSET_CHECK_EVALUATION', 'RUN_SUCCESS')", run_id)
+    assert events[0] >= 3  # the materialization, its checks and the run's end landed after the restart
 
 
 def test_the_server_is_gone_after_the_lane():

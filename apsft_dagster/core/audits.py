@@ -9,6 +9,7 @@ profile's store, one table per audit (replaced on each run, under a file lock).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import tempfile
@@ -35,7 +36,7 @@ from apsft_dagster.core.layout import (
 from apsft_dagster.core.loss_mask.names import VIEWS as LOSS_MASK_VIEWS
 from apsft_dagster.core.run_report.names import VIEWS as RUN_REPORT_VIEWS
 from apsft_dagster.core.paths import PROJECT_ROOT
-from apsft_dagster.core.store import Store
+from apsft_dagster.core.store import Store, write_failed
 
 AUDIT_DIR = PROJECT_ROOT / "dbt_like_sql"
 
@@ -149,13 +150,17 @@ def persist(store: Store, results: dict[str, pl.DataFrame]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path.with_suffix(".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        con = duckdb.connect(str(path))
         try:
-            with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
-                for name, frame in results.items():  # via Parquet: exact types, no pyarrow needed
-                    staged = Path(tmp) / f"{name}.parquet"
-                    frame.write_parquet(staged)
-                    con.execute(f"create or replace table \"{name}\" as select * from read_parquet(?)", [str(staged)])
-        finally:
-            con.close()
+            con = duckdb.connect(str(path))
+            try:
+                with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
+                    for name, frame in results.items():  # via Parquet: exact types, no pyarrow needed
+                        staged = Path(tmp) / f"{name}.parquet"
+                        frame.write_parquet(staged)
+                        con.execute(f"create or replace table \"{name}\" as select * from read_parquet(?)",
+                                    [str(staged)])
+            finally:
+                con.close()
+        except (OSError, pl.exceptions.ComputeError, duckdb.Error) as exc:  # e.g. a full disk: each table
+            raise write_failed(path, OSError(errno.EIO, str(exc))) from exc  # replace is its own transaction
     return path

@@ -79,3 +79,7 @@ class StoreWriteError(ApsftError, OSError):
 
 class BankFormatError(ApsftError):
     """An inherited bank's index, receipt or shard is not in the shape `apsft export-bank` writes."""
+
+
+class ObjectStoreError(ApsftError):
+    """A request to the object store still failed after the client's own retries (named by URL)."""

@@ -16,18 +16,21 @@ Library: obstore (Rust's object_store crate behind a small Python API): atomic P
 dependency chain (s3fs would bring aiobotocore and its pinned botocore), and the same calls
 for GCS and Azure later. Connection settings come from the usual AWS variables
 (`AWS_ENDPOINT_URL`, `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_REGION`); an `http://`
-endpoint (MinIO, a test server) is allowed as such.
+endpoint (MinIO, a test server) is allowed as such. obstore retries 5xx answers, dropped
+connections and cut reads (resuming a read by range) up to `APSFT_S3_RETRIES` times (default
+10); a request that still fails raises ObjectStoreError naming the object's URL.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
-import json
 import os
 from collections.abc import Callable
 from pathlib import Path
 
-from apsft_dagster.core.errors import MissingArtifactError, StorePathError
+from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, ObjectStoreError, StorePathError
+from apsft_dagster.core.json_input import parse_json
 from apsft_dagster.core.paths import OBJECT_SCHEME as SCHEME
 from apsft_dagster.core.paths import is_object_url, state_dir
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, match_digest, sha256_bytes
@@ -48,7 +51,9 @@ def _client(url: str):
 
     endpoint = os.environ.get("AWS_ENDPOINT_URL_S3") or os.environ.get("AWS_ENDPOINT_URL") or ""
     options = {"allow_http": True} if endpoint.startswith("http://") else None
-    return S3Store.from_url(url, client_options=options)
+    retries = os.environ.get("APSFT_S3_RETRIES")  # obstore's default: 10, with exponential backoff
+    retry = {"max_retries": int(retries)} if retries else None
+    return S3Store.from_url(url, client_options=options, retry_config=retry)
 
 
 class ObjectStore(Store):
@@ -71,32 +76,50 @@ class ObjectStore(Store):
     def _get(self, key: str) -> bytes | None:
         import obstore
 
-        try:
-            return bytes(obstore.get(self.remote, key).bytes())
-        except FileNotFoundError:
-            return None
+        with self._failing("GET", key):
+            try:
+                return bytes(obstore.get(self.remote, key).bytes())
+            except FileNotFoundError:
+                return None
 
     def _put(self, key: str, data: bytes) -> None:
         import obstore
 
-        obstore.put(self.remote, key, data)
+        with self._failing("PUT", key):
+            obstore.put(self.remote, key, data)
 
     def _delete(self, key: str) -> None:
         import obstore
 
-        try:
-            obstore.delete(self.remote, key)
-        except FileNotFoundError:
-            pass
+        with self._failing("DELETE", key):
+            try:
+                obstore.delete(self.remote, key)
+            except FileNotFoundError:
+                pass
 
     def _keys_under(self, name: str) -> list[str]:
         import obstore
 
-        return sorted(meta["path"] for batch in obstore.list(self.remote, prefix=name + "/") for meta in batch)
+        with self._failing("LIST", name + "/"):
+            return sorted(meta["path"] for batch in obstore.list(self.remote, prefix=name + "/") for meta in batch)
+
+    @contextlib.contextmanager
+    def _failing(self, method: str, key: str):
+        """obstore retries 5xx answers, dropped connections and cut reads itself (10 tries, with
+        backoff); what still fails is named here by its URL, the artifact left uncounted."""
+        from obstore.exceptions import BaseError
+
+        try:
+            yield
+        except BaseError as exc:
+            first = str(exc).strip().splitlines()[0][:300]
+            raise ObjectStoreError(f"{self.url}/{key}: {method} failed after the client's retries ({first}); an "
+                                   "artifact counts only once its receipt is in the bucket, so rerun the stage to "
+                                   "resume") from None
 
     def _remote_receipt(self, name: str) -> dict | None:
         data = self._get(name + RECEIPT_SUFFIX)
-        return None if data is None else json.loads(data)
+        return None if data is None else parse_json(data, self.location(name + RECEIPT_SUFFIX), HashMismatchError)
 
     # -- writing ---------------------------------------------------------------------------
     def put_bytes(self, name: str, data: bytes) -> str:
@@ -145,11 +168,12 @@ class ObjectStore(Store):
             return False
         if "files" in receipt:
             return True  # each file is checked when it is read or verified
-        try:
-            obstore.head(self.remote, name)
-            return True
-        except FileNotFoundError:
-            return False
+        with self._failing("HEAD", name):
+            try:
+                obstore.head(self.remote, name)
+                return True
+            except FileNotFoundError:
+                return False
 
     def read(self, name: str) -> tuple[bytes, str]:
         return self._fetch_file(name, self.receipt(name))
@@ -193,11 +217,13 @@ class ObjectStore(Store):
         import obstore
 
         folder = pattern.split("*", 1)[0].rpartition("/")[0]  # list only under the pattern's fixed folder
-        for batch in obstore.list(self.remote, prefix=folder + "/" if folder else None):
-            for key in (meta["path"] for meta in batch):
-                name = key.removesuffix(RECEIPT_SUFFIX)
-                if key.endswith(RECEIPT_SUFFIX) and fnmatch.fnmatchcase(name, pattern):
-                    self.path(name)
+        with self._failing("LIST", folder + "/"):
+            keys = [meta["path"] for batch in obstore.list(self.remote, prefix=folder + "/" if folder else None)
+                    for meta in batch]
+        for key in keys:
+            name = key.removesuffix(RECEIPT_SUFFIX)
+            if key.endswith(RECEIPT_SUFFIX) and fnmatch.fnmatchcase(name, pattern):
+                self.path(name)
         return self.mirror.local_files(pattern)
 
     def receipt_path(self, name: str) -> Path:

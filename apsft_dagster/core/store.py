@@ -217,7 +217,8 @@ class Store:
                 f"{self.path(name)}: artifact or its receipt is missing; materialize it first")
         receipt = parse_json(path.read_bytes(), str(path), HashMismatchError)
         if not (isinstance(receipt, dict) and isinstance(receipt.get("sha256"), str)):
-            raise HashMismatchError(f"{path}: not a receipt (no 'sha256'); delete it and the artifact and rematerialize")
+            raise HashMismatchError(f"{path}: not a receipt (no 'sha256'); delete it and the artifact and "
+                                    "rematerialize")
         return receipt
 
     def exists(self, name: str) -> bool:
