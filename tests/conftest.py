@@ -1,3 +1,4 @@
+import contextlib
 import sys
 
 import apsft_dagster  # noqa: F401  first: it pins the CPU kernels before anything imports torch (core/determinism.py)
@@ -41,6 +42,26 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def moto_s3(bucket: str):
+    """(boto3 client, endpoint): moto's S3 server on a free local port with `bucket` created; the
+    client talks to the server directly, so what it sees is what the server holds."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="test",
+                              aws_secret_access_key="test")
+        client.create_bucket(Bucket=bucket)
+        yield client, endpoint
+    finally:
+        server.stop()
 
 
 def variant_config(tmp_path, edit, base: str = "smoke") -> Path:

@@ -13,7 +13,7 @@ import time
 
 import dagster as dg
 import pytest
-from conftest import free_port, smoke_resources
+from conftest import moto_s3, smoke_resources
 
 from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import InheritedBank, export_bank
@@ -34,24 +34,12 @@ BUCKET = "apsft"
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """(boto3 client, endpoint): moto's S3 server on a free local port, the AWS variables set."""
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    endpoint = f"http://127.0.0.1:{port}"
-    env = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test",
-           "AWS_REGION": "us-east-1"}
-    with pytest.MonkeyPatch.context() as mp:
-        for name, value in env.items():
+    with moto_s3(BUCKET) as (client, endpoint), pytest.MonkeyPatch.context() as mp:
+        for name, value in {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "test",
+                            "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}.items():
             mp.setenv(name, value)
         mp.setenv("APSFT_STATE_DIR", str(tmp_path_factory.mktemp("s3_state")))  # the mirrors live here
-        import boto3
-
-        client = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
         yield client, endpoint
-    server.stop()
 
 
 def _keys(client, prefix: str) -> list[str]:

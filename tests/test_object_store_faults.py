@@ -6,7 +6,7 @@ succeeds with the same bytes; what still fails is named by its URL, leaves nothi
 import os
 
 import pytest
-from conftest import free_port
+from conftest import moto_s3
 from fault_proxy import Fault, FaultProxy
 
 from apsft_dagster.core.errors import ObjectStoreError
@@ -20,26 +20,15 @@ DATA = b'{"rows": ' + b"[1, 2, 3], " * 2000 + b'"end": 1}'
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     """(boto3 client on the server itself, the proxy the store talks through)."""
-    from moto.server import ThreadedMotoServer
-
-    port = free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
-    server.start()
-    upstream = f"http://127.0.0.1:{port}"
-    proxy = FaultProxy(upstream)
-    with pytest.MonkeyPatch.context() as mp:
+    with moto_s3(BUCKET) as (client, upstream), pytest.MonkeyPatch.context() as mp:
+        proxy = FaultProxy(upstream)
         for name, value in {"AWS_ENDPOINT_URL": proxy.url, "AWS_ACCESS_KEY_ID": "test",
                             "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1"}.items():
             mp.setenv(name, value)
         mp.setenv("APSFT_STATE_DIR", str(tmp_path_factory.mktemp("fault_state")))
         mp.setenv("APSFT_S3_RETRIES", "3")  # the client's retries, fewer than its 10: a lasting fault fails sooner
-        import boto3
-
-        client = boto3.client("s3", endpoint_url=upstream, region_name="us-east-1")
-        client.create_bucket(Bucket=BUCKET)
         yield client, proxy
-    proxy.close()
-    server.stop()
+        proxy.close()
 
 
 def _objects(client, prefix: str) -> dict[str, bytes]:
