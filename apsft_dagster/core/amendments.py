@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apsft_dagster.core.errors import AmendmentError
-from apsft_dagster.core.json_input import parse_json
+from apsft_dagster.core.json_input import error_field, parse_json
 from apsft_dagster.core.layout import AMENDMENT_LOG, EVIDENCE_STAGES, SFT_MANIFEST
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, json_bytes, sha256_bytes
 
@@ -72,7 +72,7 @@ def _checked(where: str, n: int, record: object) -> dict:
         _Record.model_validate(record)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(p) for p in err["loc"]) or "(the record)"
+        field = error_field(err, "(the record)")
         raise AmendmentError(f"{where} line {n}: field {field!r}: {err['msg']}; a record is written by "
                              "`apsft amend`, never by hand (restore the log from version control)") from None
     if record["seq"] != n:

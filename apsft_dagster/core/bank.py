@@ -17,7 +17,7 @@ import polars as pl
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apsft_dagster.core.errors import BankFormatError, HashMismatchError, MissingArtifactError
-from apsft_dagster.core.json_input import parse_json
+from apsft_dagster.core.json_input import error_field, parse_json
 from apsft_dagster.core.layout import index_file, shard_file
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, json_bytes, sha256_bytes, sha256_file, write_atomic
 
@@ -95,7 +95,7 @@ class InheritedBank:
             return _Index.model_validate(parse_json(data, str(self.index_path), BankFormatError))
         except ValidationError as exc:
             err = exc.errors()[0]
-            field = ".".join(str(p) for p in err["loc"]) or "(top level)"
+            field = error_field(err)
             raise BankFormatError(f"{self.index_path}: field {field!r}: {err['msg']}; an inherited index is "
                                   "written by `apsft export-bank`, never by hand") from None
 

@@ -49,6 +49,7 @@ from apsft_dagster.core.config_sections import (  # the sections, importable fro
     Vllm,
 )
 from apsft_dagster.core.errors import ConfigError
+from apsft_dagster.core.json_input import error_field
 from apsft_dagster.core.loss_mask.settings import LossMask
 from apsft_dagster.core.paths import CONFIG_DIR, local_model_dir
 from apsft_dagster.core.run_report.settings import HackThresholds, RunReport
@@ -224,7 +225,7 @@ def _merged(base: dict, override: dict) -> dict:
 def _describe(exc: ValidationError) -> str:
     lines = []
     for err in exc.errors():
-        field = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        field = error_field(err)
         message = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             message = "unknown key; remove it or check its spelling"

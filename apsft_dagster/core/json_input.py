@@ -61,3 +61,8 @@ def parse_json(data: bytes | str, where: str, error: type[ApsftError], parse_flo
         raise error(f"{where}: not valid JSON ({exc}); fix the file") from None
     except RecursionError:
         raise error(f"{where}: nested too deeply to read; flatten the document") from None
+
+
+def error_field(err: dict, top: str = "(top level)") -> str:
+    """The dotted field a pydantic validation error points at (`top` when it is the whole document)."""
+    return ".".join(str(part) for part in err["loc"]) or top

@@ -41,7 +41,7 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from apsft_dagster.core.errors import ApsftError
-from apsft_dagster.core.json_input import parse_json
+from apsft_dagster.core.json_input import error_field, parse_json
 from apsft_dagster.core.run_report import schema
 
 CONFIG_FILE = "training_config.toml"
@@ -102,7 +102,7 @@ def _parse(path: Path, data: bytes, model: type[BaseModel]) -> BaseModel:
         return model.model_validate(raw)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = ".".join(str(part) for part in err["loc"]) or "(top level)"
+        field = error_field(err)
         message = "unknown key; remove it or check its spelling" if err["type"] == "extra_forbidden" else err["msg"]
         more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
         raise _fail(path, field, message + more) from None
