@@ -94,3 +94,41 @@ def test_batched_instrument_matches_reference_on_cpu(qwen):
         assert (r["n_answer_tokens"], r["n_joint_tokens"]) == (b["n_answer_tokens"], b["n_joint_tokens"])
         assert b["answer_logprob"] == pytest.approx(r["answer_logprob"], abs=1e-4)
         assert b["joint_logprob"] == pytest.approx(r["joint_logprob"], abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def hybrid(tmp_path_factory):
+    """The embedded layout (Qwen3.5: linear-attention layers, whose chunked recurrence pads to 64)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from tests.tiny import tiny_snapshot
+
+    path = tiny_snapshot(tmp_path_factory.mktemp("hybrid") / "model", "qwen3_5", seed=1)
+    return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
+
+
+@pytest.mark.parametrize("fixture", ["qwen", "llama", "hybrid"])
+@pytest.mark.parametrize("batch_tokens", [1, 300, 8192])
+def test_score_traces_batches_the_computation_of_one(fixture, batch_tokens, request):
+    """Records of many lengths (0-150 thought characters), batched by length with right padding:
+    each equals score_trace alone (batch of one, no padding) to float summation order, and brute force."""
+    import random
+
+    from apsft_dagster.core.scoring import score_traces
+
+    model, tok = request.getfixturevalue(fixture)
+    rng = random.Random(5)
+    items = [(format_prompt(f"Add {i} and {i + 1}."), "".join(rng.choice("0123456789 +=.\n") for _ in
+                                                           range(rng.randint(0, 150))), format_answer(str(i)))
+             for i in range(24)]
+    got = score_traces(model, tok, items, batch_tokens)
+    for item, g in zip(items, got):
+        alone = score_trace(model, tok, *item)
+        assert (g["n_answer_tokens"], g["n_joint_tokens"]) == (alone["n_answer_tokens"], alone["n_joint_tokens"])
+        assert g["joint_logprob"] == pytest.approx(alone["joint_logprob"], abs=1e-5)
+        assert g["answer_logprob"] == pytest.approx(alone["answer_logprob"], abs=1e-5)
+    a, j, _, _ = brute_force(model, tok, *items[7])
+    assert got[7]["joint_logprob"] == pytest.approx(j, abs=1e-4)
+    assert got[7]["answer_logprob"] == pytest.approx(a, abs=1e-4)
+    if batch_tokens == 1:  # a batch of one is score_trace exactly
+        assert got == [score_trace(model, tok, *item) for item in items]

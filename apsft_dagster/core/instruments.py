@@ -1,6 +1,7 @@
 """Scoring instruments behind one interface: `score(items) -> [dict]` with score_trace's keys.
 
-- ReferenceInstrument: `score_trace` per item (batch of one, no padding): the instrument of record.
+- ReferenceInstrument: `score_trace`'s computation, many records per forward (`score_traces`:
+  right padding, no mask, records of similar length together): the instrument of record.
 - BatchedInstrument: left-padded batches with explicit position ids; allowed for bulk scoring only
   after the parity gate passes (batch-sensitive numerics are exactly what the gate measures).
 - The vLLM prompt-logprob instrument lives in `engines/vllm_scoring.py` (CUDA vLLM or CPU vLLM in
@@ -14,7 +15,7 @@ from collections.abc import Sequence
 import torch
 
 from apsft_dagster.core.protocol import locate_spans
-from apsft_dagster.core.scoring import score_trace
+from apsft_dagster.core.scoring import score_traces
 
 Item = tuple[str, str, str]  # (formatted prompt, thought, answer with its leading space)
 
@@ -26,7 +27,7 @@ class ReferenceInstrument:
         self.model, self.tokenizer = model, tokenizer
 
     def score(self, items: Sequence[Item]) -> list[dict]:
-        return [score_trace(self.model, self.tokenizer, *item) for item in items]
+        return score_traces(self.model, self.tokenizer, items)
 
 
 class BatchedInstrument:

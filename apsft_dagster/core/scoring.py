@@ -13,6 +13,7 @@ does not scale with vocabulary x length.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 
 import torch
 
@@ -29,13 +30,49 @@ def score_trace(model, tokenizer, prompt: str, thought: str, answer: str) -> dic
     positions = torch.arange(first - 1, ids.shape[1] - 1, device=model.device)
     logits = model(input_ids=ids, logits_to_keep=positions).logits[0].float()
     logprobs = torch.log_softmax(logits, dim=-1).gather(1, ids[0, first:, None])[:, 0].double()
-    n_answer = len(spans.answer)
-    return {
-        "answer_logprob": float(logprobs[len(logprobs) - n_answer:].sum()),
-        "joint_logprob": float(logprobs.sum()),
-        "n_answer_tokens": n_answer,
-        "n_joint_tokens": len(logprobs),
-    }
+    return _sums(logprobs, len(spans.answer))
+
+
+@torch.no_grad()
+def score_traces(model, tokenizer, items: Sequence[tuple[str, str, str]], batch_tokens: int = 8192) -> list[dict]:
+    """`score_trace` for many (prompt, thought, answer) items, in batches of records of similar
+    length (shortest first, at most `batch_tokens` padded tokens a batch), each row the same
+    computation as alone: right padding and no attention mask, so under the causal mask and the
+    causal convolutions and recurrences of the linear-attention layers a record's tokens never
+    see its padding, which only follows them. Results in item order."""
+    spans = [locate_spans(tokenizer, *item) for item in items]
+    order = sorted(range(len(spans)), key=lambda i: (len(spans[i].input_ids), i))
+    out: list[dict | None] = [None] * len(spans)
+    start = 0
+    while start < len(order):
+        stop = start + 1  # the longest record of the batch is its last: grow while the padded batch fits
+        while stop < len(order) and (stop + 1 - start) * len(spans[order[stop]].input_ids) <= batch_tokens:
+            stop += 1
+        for i, result in zip(order[start:stop], _score_batch(model, tokenizer, [spans[i] for i in order[start:stop]])):
+            out[i] = result
+        start = stop
+    return out
+
+
+def _score_batch(model, tokenizer, spans) -> list[dict]:
+    width = max(len(s.input_ids) for s in spans)
+    ids = torch.full((len(spans), width), tokenizer.pad_token_id, device=model.device)
+    for row, s in enumerate(spans):
+        ids[row, :len(s.input_ids)] = torch.tensor(s.input_ids)
+    low = min(s.boundary.start for s in spans) - 1  # the first position any row needs logits at
+    logits = model(input_ids=ids, logits_to_keep=torch.arange(low, width - 1, device=model.device)).logits
+    results = []
+    for row, s in enumerate(spans):
+        first, end = s.boundary.start, len(s.input_ids)
+        picked = torch.log_softmax(logits[row, first - 1 - low:end - 1 - low].float(), dim=-1)
+        logprobs = picked.gather(1, ids[row, first:end, None])[:, 0].double()
+        results.append(_sums(logprobs, len(s.answer)))
+    return results
+
+
+def _sums(logprobs: torch.Tensor, n_answer: int) -> dict:
+    return {"answer_logprob": float(logprobs[len(logprobs) - n_answer:].sum()), "joint_logprob": float(logprobs.sum()),
+            "n_answer_tokens": n_answer, "n_joint_tokens": len(logprobs)}
 
 
 def with_gains(scored: dict, empty: dict) -> dict:

@@ -1,7 +1,9 @@
-"""Transformers generation: one `model.generate` per request, its `n` samples in one batch.
+"""Transformers generation: batched `model.generate`, every request drawn from its own seed.
 
-A request's samples share one seeded sampler state (like vLLM's `SamplingParams(n, seed)`), so
-a task's bank depends on its own seeds only, never on what else ran in the batch or the process.
+A request of `n` samples runs as one batch from one seeded sampler state (like vLLM's
+`SamplingParams(n, seed)`); single-sample requests (continuations, R1 rollouts, evaluation and
+Stage B draws) share batches, each row sampling from its own generator. Either way a task's bank
+depends on its own seeds only, never on what else ran in the batch or the process.
 """
 
 from __future__ import annotations
@@ -41,41 +43,51 @@ class TransformersEngine:
         """Drop the model; the caller frees memory once no reference is left (`free_memory`)."""
         self.model = None
 
-    # greedy single-sample requests at a time (benchmarks/bench_evaluation.py: 13.5x one at a time on CPU, 32: 9.3x)
+    # rows (samples) per batch (benchmarks/bench_evaluation.py, greedy: 13.5x one at a time on CPU, 32: 9.3x)
     batch_size = 128
 
     @torch.no_grad()
     def generate(self, requests: Sequence[GenerationRequest], sampling: Sampling) -> list[list[Completion]]:
-        """Sampled requests one at a time (each with its own seed); greedy single-sample requests
-        in left-padded batches, longest prompts first, grouped by stop tokens and length limit."""
-        if sampling.temperature != 0 or any(r.n != 1 for r in requests):
-            return [self._one(request, sampling) for request in requests]
+        """Requests share left-padded batches of up to `batch_size` rows (a request's `n` samples
+        are `n` rows, never split; longest prompts first; grouped by stop tokens and length
+        limit). Sampled requests draw each from its own seed (core/engines/seeded_sampler.py),
+        so a request's tokens do not depend on its batch."""
         groups: dict[tuple, list[int]] = {}  # requests that can share a batch, longest prompts first
         for i in sorted(range(len(requests)), key=lambda i: (-len(requests[i].prompt_ids), i)):
             groups.setdefault((self._stops(requests[i]), requests[i].max_tokens), []).append(i)
         out: list[list[Completion] | None] = [None] * len(requests)
         for (stops, max_tokens), members in groups.items():
-            for start in range(0, len(members), self.batch_size):
-                batch = members[start:start + self.batch_size]
-                for i, completion in zip(batch, self._greedy([requests[i] for i in batch], stops, max_tokens)):
-                    out[i] = [completion]
+            for batch in _row_batches([requests[i].n for i in members], self.batch_size):
+                chosen = [members[j] for j in batch]
+                for i, completions in zip(chosen, self._batch([requests[i] for i in chosen], stops, max_tokens,
+                                                              sampling)):
+                    out[i] = completions
         return out
 
     def _stops(self, request: GenerationRequest) -> tuple[int, ...]:
         return tuple(request.stop_token_ids or self.stop_token_ids)
 
-    def _greedy(self, requests: Sequence[GenerationRequest], stops: tuple[int, ...],
-                max_tokens: int) -> list[Completion]:
-        pad, width = self.tokenizer.pad_token_id, max(len(r.prompt_ids) for r in requests)
-        ids = torch.tensor([[pad] * (width - len(r.prompt_ids)) + list(r.prompt_ids) for r in requests],
-                           device=self.model.device)
-        mask = torch.tensor([[0] * (width - len(r.prompt_ids)) + [1] * len(r.prompt_ids) for r in requests],
-                            device=self.model.device)
-        out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens, do_sample=False,
-                                  eos_token_id=list(stops), pad_token_id=pad)
-        return [cut_at_stop(row, stops, max_tokens) for row in out[:, width:].tolist()]
+    def _batch(self, requests: Sequence[GenerationRequest], stops: tuple[int, ...], max_tokens: int,
+               sampling: Sampling) -> list[Completion]:
+        from transformers import LogitsProcessorList
 
-    def _one(self, request: GenerationRequest, sampling: Sampling) -> list[Completion]:
+        from apsft_dagster.core.engines.seeded_sampler import SeededSampler
+
+        pad, width = self.tokenizer.pad_token_id, max(len(r.prompt_ids) for r in requests)
+        rows = [r.prompt_ids for r in requests for _ in range(r.n)]  # as num_return_sequences expands them
+        ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in rows], device=self.model.device)
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in rows], device=self.model.device)
+        sampler = ([] if sampling.temperature == 0 else
+                   [SeededSampler([(r.seed, r.n) for r in requests], sampling)])  # else greedy, as requested
+        out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens, do_sample=False,
+                                  eos_token_id=list(stops), pad_token_id=pad,
+                                  logits_processor=LogitsProcessorList(sampler))
+        completions = iter(cut_at_stop(row, stops, max_tokens) for row in out[:, width:].tolist())
+        return [[next(completions) for _ in range(r.n)] for r in requests]
+
+    def one_at_a_time(self, request: GenerationRequest, sampling: Sampling) -> list[Completion]:
+        """Hugging Face's own sampler on one request alone: what every batched draw must equal
+        (tests/test_seeded_sampler.py) and the baseline of benchmarks/bench_generation.py."""
         device = self.model.device
         ids = torch.tensor([request.prompt_ids], device=device)
         knobs = ({"do_sample": False} if sampling.temperature == 0 else
@@ -87,3 +99,16 @@ class TransformersEngine:
             num_return_sequences=request.n, eos_token_id=list(self._stops(request)),
             pad_token_id=self.tokenizer.pad_token_id, **knobs)
         return [cut_at_stop(row, self._stops(request), request.max_tokens) for row in out[:, ids.shape[1]:].tolist()]
+
+
+def _row_batches(rows: Sequence[int], limit: int) -> list[list[int]]:
+    """Consecutive index runs whose row counts sum to at most `limit` (a larger request runs alone)."""
+    batches: list[list[int]] = [[]]
+    filled = 0
+    for i, n in enumerate(rows):
+        if batches[-1] and filled + n > limit:
+            batches.append([])
+            filled = 0
+        batches[-1].append(i)
+        filled += n
+    return [b for b in batches if b]

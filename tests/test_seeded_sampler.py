@@ -1,0 +1,87 @@
+"""Batched seeded sampling (core/engines/seeded_sampler.py) against Hugging Face's own sampler run
+one request at a time: the same tokens, request for request, whatever the batch around it."""
+
+import pytest
+
+from apsft_dagster.core.config import Sampling
+from apsft_dagster.core.engines.base import GenerationRequest
+from tests.tiny import tiny_snapshot
+
+SAMPLINGS = [Sampling(temperature=1.0, top_p=0.95, top_k=0), Sampling(temperature=0.7, top_p=1.0, top_k=5),
+             Sampling(temperature=1.3, top_p=0.8, top_k=20)]
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    from apsft_dagster.core.engines.transformers_engine import TransformersEngine
+
+    path = tiny_snapshot(tmp_path_factory.mktemp("sampler") / "model", "qwen3_5", seed=3)
+    engine = TransformersEngine.load(str(path), ["</think>"])
+    # a random model rarely emits </think>: stop on a few common ids too, so rows end at different steps
+    engine.stop_token_ids = engine.stop_token_ids + tuple(range(40, 52))
+    return engine
+
+
+def _requests(count: int, seed0: int, n: int = 1) -> list[GenerationRequest]:
+    """Prompts of different lengths (left padding differs per row), one seed each."""
+    return [GenerationRequest(tuple(range(5, 5 + 3 + (7 * i) % 19)), n, 24, seed0 + 1_000_003 * i)
+            for i in range(count)]
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS, ids=["harvest", "low-temperature-top-k", "hot-top-p"])
+def test_batched_draws_equal_one_at_a_time(engine, sampling):
+    requests = _requests(12, 17)
+    batched = engine.generate(requests, sampling)
+    alone = [engine.one_at_a_time(r, sampling) for r in requests]  # Hugging Face's sampler, torch.manual_seed(seed)
+    assert batched == alone
+    lengths = {len(c.token_ids) for [c] in batched}
+    assert len(lengths) > 1 and {c.finish_reason for [c] in batched} == {"stop", "length"}
+    assert len({c.token_ids for [c] in batched}) == len(requests)  # the seeds are not shared
+
+
+def test_multi_sample_requests_share_batches_and_draw_as_alone(engine):
+    """A request's n samples come from one generator over its n rows, as num_return_sequences
+    does alone; several such requests fill one batch (Stage B's k samples per task)."""
+    sampling = SAMPLINGS[0]
+    requests = _requests(6, 7, n=4) + _requests(2, 3, n=1)
+    engine_batch, engine.batch_size = engine.batch_size, 10  # 2 requests of 4 (and the singles) per batch
+    try:
+        batched = engine.generate(requests, sampling)
+    finally:
+        engine.batch_size = engine_batch
+    assert batched == [engine.one_at_a_time(r, sampling) for r in requests]
+    assert [len(c) for c in batched] == [4] * 6 + [1] * 2
+
+
+def test_row_batches_keep_requests_whole():
+    from apsft_dagster.core.engines.transformers_engine import _row_batches
+
+    assert _row_batches([4, 4, 4, 1, 1], 10) == [[0, 1], [2, 3, 4]]
+    assert _row_batches([64, 64, 1], 128) == [[0, 1], [2]]
+    assert _row_batches([200, 1], 128) == [[0], [1]]  # larger than a batch: alone, never split
+
+
+def test_a_request_draws_the_same_in_any_batch(engine):
+    sampling = SAMPLINGS[0]
+    requests = _requests(10, 99)
+    full = engine.generate(requests, sampling)
+    engine_batch, engine.batch_size = engine.batch_size, 3  # other batch boundaries and companions
+    try:
+        resumed = engine.generate(requests[4:][::-1], sampling)  # a resume re-issuing a subset, reordered
+    finally:
+        engine.batch_size = engine_batch
+    assert resumed[::-1] == full[4:]
+
+
+def test_greedy_batches_are_untouched_by_the_sampler(engine):
+    from apsft_dagster.core.engines.base import GREEDY
+
+    requests = _requests(6, 5)
+    assert engine.generate(requests, GREEDY) == [engine.one_at_a_time(r, GREEDY) for r in requests]
+
+
+def test_the_sampler_refuses_greedy():
+    from apsft_dagster.core.engines.seeded_sampler import SeededSampler
+
+    with pytest.raises(ValueError, match="greedy"):
+        SeededSampler([1], Sampling(temperature=0.0, top_p=1.0, top_k=0))
