@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -73,6 +74,30 @@ def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl
     return pl.concat(frames), digests, parity
 
 
+class Pace:
+    """The rate and time left of a loop over `total` items, from the items that did work (a kept
+    shard costs a hash, not a model call, so it would flatter the rate)."""
+
+    def __init__(self, total: int):
+        self.total, self.done, self.worked, self.busy = total, 0, 0, 0.0
+        self.last = time.perf_counter()
+
+    def step(self, worked: bool) -> str:
+        now = time.perf_counter()
+        self.done += 1
+        if worked:
+            self.worked, self.busy = self.worked + 1, self.busy + now - self.last
+        self.last = now
+        if not self.worked:
+            return ""
+        per_item = self.busy / self.worked
+        return f" · {60 / per_item:.1f}/min, about {_duration(per_item * (self.total - self.done))} left"
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
                 make: Callable[[dict, str], tuple[str, str, dict]]) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.
@@ -88,7 +113,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     from apsft_dagster.core.layout import shard_file
     from apsft_dagster.core.store import json_bytes, sha256_bytes
 
-    digests, counts = {}, Counter()
+    digests, counts, pace = {}, Counter(), Pace(tasks.height)
     rows = tasks.sort("task_id").iter_rows(named=True)
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
@@ -97,6 +122,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
         counts[action] += 1
         context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])
         shown = ", ".join(f"{k} {v}" for k, v in figures.items())
-        context.log.info(f"[{i + 1}/{tasks.height}] {task['task_id']}: {action}" + (f" ({shown})" if shown else ""))
+        context.log.info(f"[{i + 1}/{tasks.height}] {task['task_id']}: {action}" + (f" ({shown})" if shown else "")
+                         + pace.step(action != "kept"))
     return dg.MaterializeResult(metadata={"tasks_in_run": tasks.height, **counts},
                                 data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))

@@ -41,17 +41,24 @@ def score_traces(model, tokenizer, items: Sequence[tuple[str, str, str]], batch_
     causal convolutions and recurrences of the linear-attention layers a record's tokens never
     see its padding, which only follows them. Results in item order."""
     spans = [locate_spans(tokenizer, *item) for item in items]
-    order = sorted(range(len(spans)), key=lambda i: (len(spans[i].input_ids), i))
     out: list[dict | None] = [None] * len(spans)
-    start = 0
-    while start < len(order):
-        stop = start + 1  # the longest record of the batch is its last: grow while the padded batch fits
-        while stop < len(order) and (stop + 1 - start) * len(spans[order[stop]].input_ids) <= batch_tokens:
-            stop += 1
-        for i, result in zip(order[start:stop], _score_batch(model, tokenizer, [spans[i] for i in order[start:stop]])):
+    for batch in batches_by_length([len(s.input_ids) for s in spans], batch_tokens):
+        for i, result in zip(batch, _score_batch(model, tokenizer, [spans[i] for i in batch])):
             out[i] = result
-        start = stop
     return out
+
+
+def batches_by_length(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Indices shortest first (ties by index), cut into runs whose padded size (rows x longest)
+    stays within `batch_tokens` (a longer record runs alone)."""
+    order = sorted(range(len(lengths)), key=lambda i: (lengths[i], i))
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * lengths[i] <= batch_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 def _score_batch(model, tokenizer, spans) -> list[dict]:

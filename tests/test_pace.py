@@ -1,0 +1,19 @@
+"""The rate and time left that every per-task loop logs (assets/common.Pace)."""
+
+from apsft_dagster.assets import common
+
+
+def test_pace_counts_only_items_that_did_work(monkeypatch):
+    clock = iter([100.0, 100.0, 101.0, 131.0, 161.0])  # start; kept at once; then 30 s per item
+    monkeypatch.setattr(common.time, "perf_counter", lambda: next(clock))
+    pace = common.Pace(total=5)
+    assert pace.step(worked=False) == ""  # nothing made yet: no rate to show
+    pace.step(worked=False)
+    assert pace.step(worked=True) == " · 2.0/min, about 60 s left"  # 2 left at 30 s each
+    assert pace.step(worked=True) == " · 2.0/min, about 30 s left"
+
+
+def test_long_waits_read_in_minutes(monkeypatch):
+    clock = iter([0.0, 600.0])
+    monkeypatch.setattr(common.time, "perf_counter", lambda: next(clock))
+    assert common.Pace(total=4).step(worked=True) == " · 0.1/min, about 30 min left"
