@@ -141,3 +141,46 @@ def test_bad_tables_are_refused_by_name():
         stage_a_decision(t.filter(pl.col("arm") != "success_rft"), thresholds=RULES)
     with pytest.raises(ValueError, match="different task sets"):
         stage_a_decision(t.filter((pl.col("arm") != "base") | (pl.col("task_id") != "iid-000")), thresholds=RULES)
+
+
+def test_minimum_detectable_effect_by_hand_and_by_simulation():
+    """The formula against a hand computation; then its meaning: paired binary tasks whose true
+    difference is the MDE are detected (the 95% bootstrap interval's lower end above 0) about 80%
+    of the time, and half that effect far less often."""
+    from scipy.stats import norm
+
+    from apsft_dagster.core.stats import minimum_detectable_effect
+
+    rng = np.random.default_rng(3)
+    a, b = rng.integers(0, 2, 180).astype(float), rng.integers(0, 2, 180).astype(float)
+    by_hand = (norm.ppf(0.975) + norm.ppf(0.8)) * np.std(a - b, ddof=1) / np.sqrt(180)
+    assert minimum_detectable_effect(a, b) == pytest.approx(by_hand, rel=1e-9)
+    assert minimum_detectable_effect(a, b, confidence=0.9, power=0.5) == pytest.approx(
+        norm.ppf(0.95) * np.std(a - b, ddof=1) / np.sqrt(180), rel=1e-9)
+
+    def detected(effect: float, trials: int = 300) -> float:
+        hits = 0
+        for t in range(trials):  # discordant share 0.4: a gains with 0.2 + effect/2, loses with 0.2 - effect/2
+            u = np.random.default_rng(100 + t).random(180)
+            diff = np.where(u < 0.2 + effect / 2, 1.0, np.where(u < 0.4, -1.0, 0.0))
+            hits += paired_bootstrap(diff, np.zeros(180), n_resamples=1000, seed=t)[1] > 0
+        return hits / trials
+
+    planned = np.array([1.0] * 36 + [-1.0] * 36 + [0.0] * 108)  # a pilot with that discordant share
+    mde = minimum_detectable_effect(planned, np.zeros(180))
+    assert mde == pytest.approx(2.8016 * np.sqrt(72 / 179) / np.sqrt(180), rel=1e-4)
+    assert 0.7 <= detected(mde) <= 0.92
+    assert detected(mde / 2) <= 0.4
+    with pytest.raises(ValueError, match=">= 2"):
+        minimum_detectable_effect([1.0], [0.0])
+
+
+def test_the_decision_carries_each_arm_s_detectable_effect():
+    results = _table(BASE)
+    decision = stage_a_decision(results, n_resamples=200, thresholds=RULES)
+    answer, joint = decision["conditions"]["answer_potential"], decision["conditions"]["joint_potential"]
+    assert answer["tasks"] == joint["tasks"] == 100 and decision["confidence"] == 0.95
+    # answer_potential is right on 10 more of 100 nested tasks than the baseline (random_natural)
+    diff = np.array([1.0] * 10 + [0.0] * 90)
+    assert answer["minimum_detectable_effect"] == pytest.approx(2.8016 * diff.std(ddof=1) / 10, rel=1e-4)
+    assert joint["minimum_detectable_effect"] == 0.0  # the same tasks right as the baseline: no spread

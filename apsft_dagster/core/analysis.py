@@ -15,7 +15,7 @@ import polars as pl
 from apsft_dagster.core.config import StageB
 from apsft_dagster.core.arms import ARMS, arms_with, the_arm
 from apsft_dagster.core.splits import PRIMARY, STAGE_A_SPLITS
-from apsft_dagster.core.stats import paired_bootstrap
+from apsft_dagster.core.stats import minimum_detectable_effect, paired_bootstrap
 from apsft_dagster.core.verdicts import NEGATIVE, STAGE_B
 
 BASELINES = arms_with(role="baseline")  # random_natural, success_rft, shortest_natural (the tie order)
@@ -70,10 +70,10 @@ def stage_a_decision(results: pl.DataFrame, *, n_resamples: int = 10_000, seed: 
     baseline = next(b for b in BASELINES if acc[b] >= best - EPS)
     conditions = {}
     for arm in POTENTIAL:
-        mean, lower, upper = paired_bootstrap(iid[arm]["correct"].cast(pl.Float64).to_numpy(),
-                                              iid[baseline]["correct"].cast(pl.Float64).to_numpy(),
-                                              n_resamples=n_resamples, seed=seed, confidence=confidence)
+        pair = (iid[arm]["correct"].cast(pl.Float64).to_numpy(), iid[baseline]["correct"].cast(pl.Float64).to_numpy())
+        mean, lower, upper = paired_bootstrap(*pair, n_resamples=n_resamples, seed=seed, confidence=confidence)
         c = {"margin": acc[arm] - acc[baseline], "lower": lower, "upper": upper,
+             "tasks": len(pair[0]), "minimum_detectable_effect": minimum_detectable_effect(*pair, confidence=confidence),
              "beats_shuffle": acc[arm] > acc[SHUFFLE] + EPS,
              "parse_rate_loss": float(by_arm[baseline]["parsed"].mean()) - float(by_arm[arm]["parsed"].mean()),
              "family_macro_loss": family_macro(by_arm[baseline]) - family_macro(by_arm[arm]),
@@ -90,4 +90,4 @@ def stage_a_decision(results: pl.DataFrame, *, n_resamples: int = 10_000, seed: 
     return {"accuracy": acc, "strongest_baseline": baseline, "conditions": conditions, "triggered": triggered,
             "verdict": STAGE_B if triggered else NEGATIVE,
             "shortest_leads": all(acc[SHORTEST] > acc[a] + EPS for a in ARMS if a != SHORTEST),
-            "thresholds": thresholds.model_dump(), "n_resamples": n_resamples, "seed": seed}
+            "thresholds": thresholds.model_dump(), "n_resamples": n_resamples, "seed": seed, "confidence": confidence}

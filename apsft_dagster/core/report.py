@@ -92,11 +92,22 @@ def _status(config: Config, f: dict) -> list[str]:
             f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
             f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
             "(shortest_natural strictly above every other arm on core IID)",
+            _detectable(f),
             "- Stage B: " + (f"triggered for {final['plan']['winner']} against {final['plan']['baseline']}"
                              if final["plan"]["triggered"] else
                              "not triggered; failed conditions: " + "; ".join(
                                  f"{arm}: {', '.join(r) or 'none'}" for arm, r in final["plan"]["reasons"].items())),
             ""]
+
+
+def _detectable(f: dict) -> str:
+    """The minimum detectable effect of each potential arm's paired comparison, beside the verdict."""
+    decision = f["decision"]
+    shown = "; ".join(f"`{arm}` {_f(c['minimum_detectable_effect'], 3)} at {c['tasks']} tasks"
+                      + (" (no discordant task, so no spread to plan from)" if not c["minimum_detectable_effect"] else "")
+                      for arm, c in decision["conditions"].items())
+    return (f"- Minimum detectable effect on {PRIMARY} (80% power, two-sided {decision['confidence']:.0%} interval, "
+            f"each arm's observed spread of paired differences against the baseline): {shown}")
 
 
 def _harvest_and_parity(config: Config, f: dict) -> list[str]:

@@ -30,3 +30,20 @@ def paired_bootstrap(a: Sequence[float], b: Sequence[float], *, n_resamples: int
     alpha = (1 - confidence) / 2
     lower, upper = np.percentile(means, [100 * alpha, 100 * (1 - alpha)])
     return float(diff.mean()), float(lower), float(upper)
+
+
+def minimum_detectable_effect(a: Sequence[float], b: Sequence[float], *, confidence: float = 0.95,
+                              power: float = 0.8) -> float:
+    """The smallest true mean paired difference that the comparison's two-sided `confidence`
+    interval excludes 0 for with probability `power`, under the normal approximation and the
+    observed spread of the paired differences: (z[1 - alpha/2] + z[power]) * sd(a - b) / sqrt(n).
+
+    With binary outcomes sd(a - b) <= sqrt(share of discordant tasks), so the figure is a planning
+    value for this number of tasks at this arm's spread, not a property of the true effect."""
+    from statistics import NormalDist
+
+    diff = np.asarray(a, dtype=np.float64) - np.asarray(b, dtype=np.float64)
+    if diff.ndim != 1 or diff.size < 2:
+        raise ValueError(f"minimum_detectable_effect: need two equal-length 1-D samples of >= 2 (got {diff.shape})")
+    z = NormalDist().inv_cdf
+    return float((z(1 - (1 - confidence) / 2) + z(power)) * diff.std(ddof=1) / np.sqrt(diff.size))
