@@ -1,6 +1,7 @@
 """SQL audits: dependencies parsed from SQL, and every smoke result against Polars/NumPy recomputation."""
 
 import math
+import re
 
 import dagster as dg
 import duckdb
@@ -182,7 +183,7 @@ def test_cli_runs_every_audit_and_skips_those_whose_inputs_are_not_there(audited
     assert main(["audit", "--store", str(copy)]) == 0
     out = capsys.readouterr().out
     assert "== lm_reasons_by_source: skipped" in out and "materialize `lm_census` first" in out
-    assert "== arm_dose (arm_dose.sql)" in out
+    assert "== arm_dose (arm_dose.sql, " in out and re.search(r"\n\d+ audits in \d+\.\d\d s \(run, printed", out)
     assert main(["audit", "lm_reason_combinations", "--store", str(copy)]) == 2
     assert "materialize `lm_census` first" in capsys.readouterr().err
 

@@ -1,6 +1,6 @@
-"""The rate and time left that every per-task loop logs (assets/common.Pace)."""
+"""The rate and time left that every per-task loop and the training loop log (core/progress.Pace)."""
 
-from apsft_dagster.assets import common
+from apsft_dagster.core import progress as common
 
 
 def test_pace_counts_only_items_that_did_work(monkeypatch):

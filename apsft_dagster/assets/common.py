@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -59,6 +58,7 @@ def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl
     and hashed once); and the hash-parity problems of those that do not verify."""
     from apsft_dagster.core.errors import HashMismatchError
     from apsft_dagster.core.layout import shard_file
+    from apsft_dagster.core.progress import Pace
 
     frames, digests, parity = [pl.DataFrame(schema=schema)], {}, []
     for task_id in task_ids:
@@ -74,30 +74,6 @@ def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl
     return pl.concat(frames), digests, parity
 
 
-class Pace:
-    """The rate and time left of a loop over `total` items, from the items that did work (a kept
-    shard costs a hash, not a model call, so it would flatter the rate)."""
-
-    def __init__(self, total: int):
-        self.total, self.done, self.worked, self.busy = total, 0, 0, 0.0
-        self.last = time.perf_counter()
-
-    def step(self, worked: bool) -> str:
-        now = time.perf_counter()
-        self.done += 1
-        if worked:
-            self.worked, self.busy = self.worked + 1, self.busy + now - self.last
-        self.last = now
-        if not self.worked:
-            return ""
-        per_item = self.busy / self.worked
-        return f" · {60 / per_item:.1f}/min, about {_duration(per_item * (self.total - self.done))} left"
-
-
-def _duration(seconds: float) -> str:
-    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
-
-
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
                 make: Callable[[dict, str], tuple[str, str, dict]]) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.
@@ -111,6 +87,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     log and, in a terminal, to a progress bar.
     """
     from apsft_dagster.core.layout import shard_file
+    from apsft_dagster.core.progress import Pace
     from apsft_dagster.core.store import json_bytes, sha256_bytes
 
     digests, counts, pace = {}, Counter(), Pace(tasks.height)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 
 from apsft_dagster.cli.args import profile_arguments, profile_store
 
@@ -28,16 +29,19 @@ def audit(args: argparse.Namespace) -> int:
     if not chosen:
         print(f"apsft: no audit {args.name!r}; known: {', '.join(a.name for a in audits)}", file=sys.stderr)
         return 2
-    results = {}
+    results, started = {}, time.perf_counter()
     with pl.Config(tbl_rows=200, tbl_cols=20, tbl_width_chars=160, tbl_hide_dataframe_shape=True):
         for a in chosen:
             try:
+                began = time.perf_counter()
                 results[a.name] = run_audit(a, store)
+                took = time.perf_counter() - began
             except MissingArtifactError as exc:
                 if args.name:  # asked for by name: its missing input is an error
                     raise
                 print(f"\n== {a.name}: skipped ({exc})")
                 continue
-            print(f"\n== {a.name} ({a.path.name}): {a.description}\n{results[a.name]}")
-    print(f"\nkept in {persist(store, results)}")
+            print(f"\n== {a.name} ({a.path.name}, {took * 1000:.0f} ms): {a.description}\n{results[a.name]}")
+    kept = persist(store, results)
+    print(f"\n{len(results)} audits in {time.perf_counter() - started:.2f} s (run, printed and kept in {kept})")
     return 0
