@@ -1,13 +1,15 @@
 """Every model-holding stage's tokens/s against a bare batched `generate` or forward of the same
 model on the same work, in one run (issue 25, item 3). Target: each stage >= 0.8x its bare twin.
 
-| stage | the stage's own code | its bare twin |
-|---|---|---|
-| harvest | `harvest_task` (main batch, continuations, loops, eligibility, rows) | `generate(do_sample, num_return_sequences=N)` per task |
-| scoring | `score_task` with the reference instrument (records batched by length) | a forward to the last hidden states over the same records, the same batches |
-| r1 | `r1_rollouts` (one seeded rollout per trace, batched) | `generate(do_sample)` over the same prompts, left-padded, one batch per task |
-| stage_b | `generate_policy` with k samples per task (requests batched, seeded each) | `generate(do_sample, num_return_sequences=k)` over the same prompts, 16 tasks a batch |
-| evaluation | `generate_policy` greedy | `generate(greedy)` over the same prompts, 128 a batch |
+- harvest: `harvest_task` (main batch, continuations, loops, eligibility, rows) against
+  `generate(do_sample, num_return_sequences=N)` per task;
+- scoring: `score_task` with the reference instrument (records batched by length) against a
+  forward to the last hidden states over the same records in the same batches;
+- r1: `r1_rollouts` (one seeded rollout per trace, batched) against `generate(do_sample)` over
+  the same prompts, left-padded, one batch per task;
+- stage_b: `generate_policy` with k samples per task (requests batched, seeded each) against
+  `generate(do_sample, num_return_sequences=k)` over the same prompts, 16 tasks a batch;
+- evaluation: `generate_policy` greedy against `generate(greedy)`, 128 prompts a batch.
 
 Also the one-at-a-time path each batched stage replaced (r1 and stage_b, on a few requests), as
 the speedup. Tokens are generated tokens (scoring: record tokens) over wall seconds, best of 2

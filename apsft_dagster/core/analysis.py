@@ -73,7 +73,8 @@ def stage_a_decision(results: pl.DataFrame, *, n_resamples: int = 10_000, seed: 
         pair = (iid[arm]["correct"].cast(pl.Float64).to_numpy(), iid[baseline]["correct"].cast(pl.Float64).to_numpy())
         mean, lower, upper = paired_bootstrap(*pair, n_resamples=n_resamples, seed=seed, confidence=confidence)
         c = {"margin": acc[arm] - acc[baseline], "lower": lower, "upper": upper,
-             "tasks": len(pair[0]), "minimum_detectable_effect": minimum_detectable_effect(*pair, confidence=confidence),
+             "tasks": len(pair[0]),
+             "minimum_detectable_effect": minimum_detectable_effect(*pair, confidence=confidence),
              "beats_shuffle": acc[arm] > acc[SHUFFLE] + EPS,
              "parse_rate_loss": float(by_arm[baseline]["parsed"].mean()) - float(by_arm[arm]["parsed"].mean()),
              "family_macro_loss": family_macro(by_arm[baseline]) - family_macro(by_arm[arm]),

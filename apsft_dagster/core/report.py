@@ -104,7 +104,7 @@ def _detectable(f: dict) -> str:
     """The minimum detectable effect of each potential arm's paired comparison, beside the verdict."""
     decision = f["decision"]
     shown = "; ".join(f"`{arm}` {_f(c['minimum_detectable_effect'], 3)} at {c['tasks']} tasks"
-                      + (" (no discordant task, so no spread to plan from)" if not c["minimum_detectable_effect"] else "")
+                      + ("" if c["minimum_detectable_effect"] else " (no discordant task: no spread to plan from)")
                       for arm, c in decision["conditions"].items())
     return (f"- Minimum detectable effect on {PRIMARY} (80% power, two-sided {decision['confidence']:.0%} interval, "
             f"each arm's observed spread of paired differences against the baseline): {shown}")
