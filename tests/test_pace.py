@@ -17,3 +17,13 @@ def test_long_waits_read_in_minutes(monkeypatch):
     clock = iter([0.0, 600.0])
     monkeypatch.setattr(common.time, "perf_counter", lambda: next(clock))
     assert common.Pace(total=4).step(worked=True) == " · 0.1/min, about 30 min left"
+
+
+def test_the_run_summary_reports_the_store_size(tmp_path):
+    from apsft_dagster.experiment.cli.presentation import _size
+
+    (tmp_path / "bank").mkdir()
+    (tmp_path / "bank" / "a.parquet").write_bytes(b"x" * 2**20)
+    (tmp_path / "b.json").write_bytes(b"y" * 2**19)
+    assert _size(str(tmp_path)) == " (2 files, 1.5 MiB)"
+    assert _size("s3://bucket/prefix") == "" and _size(str(tmp_path / "absent")) == ""

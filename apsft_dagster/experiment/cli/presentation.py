@@ -43,6 +43,17 @@ def verdict_line(store) -> str | None:
     return f"{final['final_verdict']}{leads}: {final['rule']}"
 
 
+def _size(store: str) -> str:
+    """`(N files, X MiB)` for a store on disk (an object store's size is its bucket's to tell)."""
+    from pathlib import Path
+
+    root = Path(store)
+    if "://" in str(store) or not root.is_dir():
+        return ""
+    sizes = [p.stat().st_size for p in root.rglob("*") if p.is_file()]
+    return f" ({len(sizes):,} files, {sum(sizes) / 2**20:,.1f} MiB)"
+
+
 def summary(outcomes: list, stages: list, store: str) -> int:
     failed = [o for o in outcomes if not o.ok]
     checks = [c for o in outcomes for c in o.checks]
@@ -60,7 +71,7 @@ def summary(outcomes: list, stages: list, store: str) -> int:
         from apsft_dagster.core.alerts import alert_path
 
         print(f"  {len(alerts)} alert(s) written to {alert_path()}")
-    print(f"  store: {store}")
+    print(f"  store: {store}{_size(store)}")
     _verdict(store, failed)
     if failed:
         print(f"  next: inspect the failed run in `apsft ui`; fix, then `apsft run --from {failed[0].job}`")
