@@ -27,3 +27,16 @@ def test_the_run_summary_reports_the_store_size(tmp_path):
     (tmp_path / "b.json").write_bytes(b"y" * 2**19)
     assert _size(str(tmp_path)) == " (2 files, 1.5 MiB)"
     assert _size("s3://bucket/prefix") == "" and _size(str(tmp_path / "absent")) == ""
+
+
+def test_paced_step_lines_carry_a_rate_timed_from_the_loop_start(monkeypatch):
+    clock = iter([0.0, 10.0, 40.0, 70.0, 80.0])
+    monkeypatch.setattr(common.time, "perf_counter", lambda: next(clock))
+    said = []
+    say = common.paced(said.append)  # created at 0 s
+    say("pretraining 1,000 parameters")  # 10 s: the loop starts here
+    say("step 100/400 loss 1.2")  # 100 steps in 30 s
+    say("step 200/400 loss 0.9")  # 200 in 60 s
+    say("saved")  # 80 s: not a step line, passed on as it is
+    assert said == ["pretraining 1,000 parameters", "step 100/400 loss 1.2 · 200.0 steps/min, about 2 min left",
+                    "step 200/400 loss 0.9 · 200.0 steps/min, about 60 s left", "saved"]

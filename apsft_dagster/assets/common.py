@@ -74,6 +74,16 @@ def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl
     return pl.concat(frames), digests, parity
 
 
+def log_and_show(context: dg.AssetExecutionContext) -> Callable[[str], None]:
+    """Progress lines for the run's log and, in a terminal, for the person watching (Dagster's
+    console log shows warnings only unless `apsft run --verbose`)."""
+    def say(message: str) -> None:
+        context.log.info(message)
+        if sys.stderr.isatty():
+            print(f"  {context.asset_key.to_user_string()}: {message}", file=sys.stderr, flush=True)
+    return say
+
+
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
                 make: Callable[[dict, str], tuple[str, str, dict]]) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 import time
+from collections.abc import Callable
 
 
 class Pace:
@@ -22,8 +24,28 @@ class Pace:
         if not self.worked:
             return ""
         per_item = self.busy / self.worked
-        return f" · {60 / per_item:.1f}/min, about {_duration(per_item * (self.total - self.done))} left"
+        return f" · {60 / per_item:.1f}/min, about {duration(per_item * (self.total - self.done))} left"
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
+
+
+STEP = re.compile(r"^step (\d+)/(\d+)\b")
+
+
+def paced(say: Callable[[str], None]) -> Callable[[str], None]:
+    """`say`, with the rate and time left appended to every `step N/M ...` line, timed from the
+    last line that was not a step (what a loop logs before it starts)."""
+    started = time.perf_counter()
+
+    def out(message: str) -> None:
+        nonlocal started
+        found = STEP.match(message)
+        if found is None:
+            started = time.perf_counter()
+        elif (done := int(found[1])) > 0:
+            per_step = (time.perf_counter() - started) / done
+            message += f" · {60 / per_step:.1f} steps/min, about {duration(per_step * (int(found[2]) - done))} left"
+        say(message)
+    return out

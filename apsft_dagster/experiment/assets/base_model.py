@@ -3,7 +3,8 @@ local snapshot."""
 
 import dagster as dg
 
-from apsft_dagster.assets.common import OWNERS
+from apsft_dagster.assets.common import OWNERS, log_and_show
+from apsft_dagster.core.progress import paced
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.embedded.cache import embedded_model
@@ -30,7 +31,7 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
         built: dict = {}
 
         def fill(out_dir):
-            built.update(embedded_model(config, prompts, out_dir, context.log.info))
+            built.update(embedded_model(config, prompts, out_dir, paced(log_and_show(context))))
 
         fingerprint = store.put_dir(BASE_MODEL_DIR, fill)
         report = {"source": "embedded", "name": config.model.name, "path": BASE_MODEL_DIR,

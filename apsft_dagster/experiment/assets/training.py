@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed, png_markdown
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed, log_and_show, png_markdown
 from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
@@ -42,7 +42,7 @@ def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, 
     reports = {}
     for i, policy in enumerate(context.partition_keys):
         if policy in todo:
-            report = trainer.train(policy, manifest_sha, context.log.info)
+            report = trainer.train(policy, manifest_sha, log_and_show(context))
             timing, action = report.pop("timing"), "trained"
         else:
             report, timing, action = store.get_json(adapter_report(policy)), None, "kept"
