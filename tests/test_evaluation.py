@@ -121,6 +121,7 @@ def test_the_report_is_written_with_its_plots(smoke_run):
     for arm, c in conditions.items():  # each condition's value and which ones failed, as the rules say
         failed = ", ".join(k for k, ok in c["checks"].items() if not ok) or "none"
         assert f"| {arm} | {c['margin']:.4f} | {c['lower']:.4f} |" in text and f"| {failed} |" in text
+        assert f"`{arm}` {c['minimum_detectable_effect']:.3f} at {c['tasks']} tasks" in text  # beside the verdict
 
 
 @pytest.mark.slow
