@@ -64,14 +64,18 @@ def alive(port: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def served_ui(state: Path, host_args: tuple[str, ...] = ()):
+def served_ui(state: Path, host_args: tuple[str, ...] = (), store: str | None = None, profile: str | None = None):
     """`apsft ui` over the state folder `state` on a free port; yields (port, the `apsft ui` process)
     once the webserver answers, and ends every process it started (webserver, daemon, code servers)
-    afterwards, whatever the caller did with it."""
+    afterwards, whatever the caller did with it. `store` and `profile`: another store and profile
+    than the state folder's default smoke store (benchmarks/bench_ui_partitions.py)."""
     port = free_port()
     env = {**os.environ, "APSFT_STATE_DIR": str(state)}
     for name in ("DAGSTER_HOME", "APSFT_CONFIG", "APSFT_PROFILE", "APSFT_STORE_DIR"):
         env.pop(name, None)
+    if store is not None:
+        env["APSFT_STORE_DIR"] = str(store)
+    host_args = (*host_args, *(("--profile", profile) if profile else ()))
     proc = subprocess.Popen([sys.executable, "-m", "apsft_dagster.cli", "ui", "--port", str(port), *host_args],
                             cwd=PROJECT_ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
