@@ -15,7 +15,7 @@ Also the one-at-a-time path each batched stage replaced (r1 and stage_b, on a fe
 the speedup. Tokens are generated tokens (scoring: record tokens) over wall seconds, best of 2
 interleaved rounds.
 
-Run: .venv/bin/python benchmarks/bench_stages.py [--profile smoke] [--store DIR] [--tasks 6]
+Run: .venv/bin/python benchmarks/bench_stages.py [--profile smoke] [--store DIR] [--tasks 6] [--eval-tasks 32]
 (a store where `apsft run` materialized the trace bank; default the profile's store)
 """
 
@@ -49,7 +49,7 @@ def new_tokens(out: torch.Tensor, width: int, pad: int) -> int:
 
 
 class Bench:
-    def __init__(self, profile: str, store_dir: str | None, n_tasks: int):
+    def __init__(self, profile: str, store_dir: str | None, n_tasks: int, n_eval: int):
         self.config = load_config(profile)
         self.store = Store(store_dir or store_root(profile))
         torch.set_num_threads(self.config.compute.threads)
@@ -62,7 +62,7 @@ class Bench:
                       for r in train.iter_rows(named=True)]
         self.traces = {t.task_id: self.store.get_parquet(shard_file(TRACE_BANK, t.task_id)).filter(pl.col("eligible"))
                        for t in self.tasks}
-        self.evals = eval_tasks(catalog, EVAL_SPLITS).head(128)
+        self.evals = eval_tasks(catalog, EVAL_SPLITS).head(n_eval)
 
     def _bare_generate(self, prompts: list[list[int]], max_tokens: int, sampling, n: int = 1,
                        seed: int = 0, stops=None) -> int:
@@ -193,8 +193,9 @@ def main() -> None:
     parser.add_argument("--profile", default="smoke")
     parser.add_argument("--store", default=None)
     parser.add_argument("--tasks", type=int, default=6, help="train tasks for harvest, scoring and R1")
+    parser.add_argument("--eval-tasks", type=int, default=32, help="evaluation tasks for Stage B and evaluation")
     args = parser.parse_args()
-    bench = Bench(args.profile, args.store, args.tasks)
+    bench = Bench(args.profile, args.store, args.tasks, args.eval_tasks)
     print(f"profile {args.profile}: {len(bench.tasks)} train tasks, {bench.evals.height} evaluation tasks, "
           f"{torch.get_num_threads()} threads")
     print("| stage | stage tokens/s | bare tokens/s | ratio (target >= 0.8) | one at a time tokens/s |")
