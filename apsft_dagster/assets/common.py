@@ -58,7 +58,6 @@ def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl
     and hashed once); and the hash-parity problems of those that do not verify."""
     from apsft_dagster.core.errors import HashMismatchError
     from apsft_dagster.core.layout import shard_file
-    from apsft_dagster.core.progress import Pace
 
     frames, digests, parity = [pl.DataFrame(schema=schema)], {}, []
     for task_id in task_ids:

@@ -11,8 +11,8 @@ class Pace:
     """The rate and time left of a loop over `total` items, from the items that did work (a kept
     shard costs a hash, not a model call, so it would flatter the rate)."""
 
-    def __init__(self, total: int):
-        self.total, self.done, self.worked, self.busy = total, 0, 0, 0.0
+    def __init__(self, total: int, unit: str = ""):
+        self.total, self.unit, self.done, self.worked, self.busy = total, unit, 0, 0, 0.0
         self.last = time.perf_counter()
 
     def step(self, worked: bool) -> str:
@@ -23,8 +23,12 @@ class Pace:
         self.last = now
         if not self.worked:
             return ""
-        per_item = self.busy / self.worked
-        return f" · {60 / per_item:.1f}/min, about {duration(per_item * (self.total - self.done))} left"
+        return rate(self.busy / self.worked, self.total - self.done, self.unit)
+
+
+def rate(per_item: float, left: int, unit: str = "") -> str:
+    """` · 12.5 steps/min, about 3 min left` (no unit: ` · 12.5/min, ...`)."""
+    return f" · {60 / per_item:.1f}{f' {unit}' if unit else ''}/min, about {duration(per_item * left)} left"
 
 
 def duration(seconds: float) -> str:
@@ -45,7 +49,6 @@ def paced(say: Callable[[str], None]) -> Callable[[str], None]:
         if found is None:
             started = time.perf_counter()
         elif (done := int(found[1])) > 0:
-            per_step = (time.perf_counter() - started) / done
-            message += f" · {60 / per_step:.1f} steps/min, about {duration(per_step * (int(found[2]) - done))} left"
+            message += rate((time.perf_counter() - started) / done, int(found[2]) - done, "steps")
         say(message)
     return out

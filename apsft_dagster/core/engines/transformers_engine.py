@@ -87,7 +87,7 @@ class TransformersEngine:
 
     def one_at_a_time(self, request: GenerationRequest, sampling: Sampling) -> list[Completion]:
         """Hugging Face's own sampler on one request alone: what every batched draw must equal
-        (tests/test_seeded_sampler.py) and the baseline of benchmarks/bench_generation.py."""
+        (tests/test_seeded_sampler.py) and the baseline of benchmarks/bench_stages.py."""
         device = self.model.device
         ids = torch.tensor([request.prompt_ids], device=device)
         knobs = ({"do_sample": False} if sampling.temperature == 0 else
@@ -103,12 +103,13 @@ class TransformersEngine:
 
 def _row_batches(rows: Sequence[int], limit: int) -> list[list[int]]:
     """Consecutive index runs whose row counts sum to at most `limit` (a larger request runs alone)."""
-    batches: list[list[int]] = [[]]
+    batches: list[list[int]] = []
     filled = 0
     for i, n in enumerate(rows):
-        if batches[-1] and filled + n > limit:
-            batches.append([])
-            filled = 0
-        batches[-1].append(i)
-        filled += n
-    return [b for b in batches if b]
+        if batches and filled + n <= limit:
+            batches[-1].append(i)
+            filled += n
+        else:
+            batches.append([i])
+            filled = n
+    return batches

@@ -148,13 +148,13 @@ def train(model, examples: list[Example], windows: list[list[int]], training: Tr
         log(f"resumed at optimizer step {step}/{total_steps} from {checkpoints.name}")
     resumed_from = step
     model.train()
-    every, pace = max(1, total_steps // 10), Pace(total_steps - step)
+    every, pace = max(1, total_steps // 10), Pace(total_steps - step, "steps")
     while step < total_steps:
         curve.append(_step(model, [examples[i] for i in windows[step]], training, optimizer, params))
         curve[-1].update(step=step + 1, lr=scheduler.get_last_lr()[0])
         scheduler.step()
         step += 1
-        shown = pace.step(worked=True).replace("/min", " steps/min")
+        shown = pace.step(worked=True)
         if step % every == 0 or step == total_steps:
             log(f"step {step}/{total_steps} loss {curve[-1]['loss']:.4f}{shown}")
         if step % training.checkpoint_every == 0 and step < total_steps:
