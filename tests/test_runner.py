@@ -122,3 +122,25 @@ def test_headless_runs_raise_the_sensors_alerts(tmp_path, monkeypatch):
     last = json.loads(alert_path().read_text().splitlines()[-1])
     assert last["kind"] == "run_failed" and last["job_name"] == "broken_job"
     assert "disk on fire" in json.dumps(last["step_errors"])
+
+
+def test_cli_lines_reach_a_pipe_as_they_are_printed():
+    """`apsft ... | tee log` shows each line at once: the process below prints one line, then waits;
+    block buffering would hold the line until it exits."""
+    import os
+    import select
+    import subprocess
+    import sys
+
+    code = ("import time; from apsft_dagster.cli import main; main(['validate', '--profile', 'smoke']); "
+            "time.sleep(60)")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # as on a user's machine
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        ready, _, _ = select.select([proc.stdout], [], [], 30)
+        assert ready, "no line reached the pipe within 30 s while the process was still running"
+        assert proc.stdout.readline().startswith("smoke: valid, digest ")
+        assert proc.poll() is None  # the line came before the exit, not with it
+    finally:
+        proc.kill()
+        proc.wait()

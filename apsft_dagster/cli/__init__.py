@@ -35,6 +35,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # `apsft run | tee log` shows each line as it happens
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
     try:
         return args.handler(args)
     except ApsftError as exc:
