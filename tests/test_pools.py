@@ -93,6 +93,7 @@ def test_a_killed_runner_leaves_no_claimed_gpu_slot_behind(tmp_path, monkeypatch
     child.wait()
     with dg.DagsterInstance.get() as instance:
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+        assert not instance.nux_enabled and not instance.telemetry_enabled  # no first-visit prompt in the UI
         stale = _stale_run(instance, killed)
         assert not instance.event_log_storage.claim_concurrency_slot("gpu", "other-run", "gpu_first").is_claimed
         instance.event_log_storage.free_concurrency_slots_for_run("other-run")

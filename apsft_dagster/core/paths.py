@@ -42,6 +42,8 @@ def store_root(profile: str) -> Path | str:
 LOCAL_INSTANCE_YAML = """\
 telemetry:
   enabled: false
+nux:
+  enabled: false  # no newsletter pop-up on a first visit to the UI
 concurrency:
   pools:
     default_limit: 1  # one engine-holding (gpu pool) step at a time on this machine
@@ -53,7 +55,7 @@ def dagster_home() -> Path:
 
 
 def ensure_dagster_home() -> Path:
-    """Create DAGSTER_HOME with telemetry off and the `gpu` pool at one step at a time (CPU stages
+    """Create DAGSTER_HOME with telemetry and the UI's first-visit prompt off and the `gpu` pool at one step at a time (CPU stages
     still run beside it), and export it for this process and its children. An existing
     dagster.yaml is the user's and is left as it is."""
     home = dagster_home()
