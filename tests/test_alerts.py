@@ -81,8 +81,9 @@ def test_failed_error_check_is_alerted_to_file_and_webhook(hook, instance):
         sensor_name="asset_check_alert_sensor", dagster_instance=instance,
         dagster_run=instance.get_run_by_id(run.run_id), dagster_event=run.get_run_success_event())
 
-    asset_check_alert_sensor(context)
+    reason = asset_check_alert_sensor(context)
 
+    assert reason.skip_message.endswith(": 1 alert delivered (1 asset_check_failed)"), reason
     [line] = _lines()
     webhook = line.pop("webhook")
     assert line["kind"] == "asset_check_failed"
@@ -96,10 +97,23 @@ def test_failed_error_check_is_alerted_to_file_and_webhook(hook, instance):
     assert webhook == {"url": f"{hook[0]}/hook", "status": 200}
 
     clean = dg.materialize([guarded, fine], instance=instance)  # a run whose checks pass alerts nothing
-    asset_check_alert_sensor(dg.build_run_status_sensor_context(
+    reason = asset_check_alert_sensor(dg.build_run_status_sensor_context(
         sensor_name="asset_check_alert_sensor", dagster_instance=instance,
         dagster_run=instance.get_run_by_id(clean.run_id), dagster_event=clean.get_run_success_event()))
     assert len(_lines()) == 1 and len(received) == 1
+    assert reason.skip_message == f"run {clean.run_id[:8]} ({clean.dagster_run.job_name}): no alert " \
+        "(no failed ERROR check, no failure)"
+
+
+def test_a_run_apsft_run_started_is_left_to_it_and_the_tick_says_so(hook, instance):
+    from apsft_dagster.sensors import RUNNER_TAG
+
+    run = dg.materialize([guarded, broken], instance=instance, tags={RUNNER_TAG[0]: RUNNER_TAG[1]})
+    reason = asset_check_alert_sensor(dg.build_run_status_sensor_context(
+        sensor_name="asset_check_alert_sensor", dagster_instance=instance,
+        dagster_run=instance.get_run_by_id(run.run_id), dagster_event=run.get_run_success_event()))
+    assert reason.skip_message.endswith("started by `apsft run`, which applied these alert rules when it ended")
+    assert _lines() == [] and hook[1] == []
 
 
 @dg.asset(key_prefix="alerts", check_specs=[dg.AssetCheckSpec("sealed", asset=["alerts", "blocked"], blocking=True)])
@@ -116,8 +130,9 @@ def test_failed_blocking_check_fails_the_run_and_both_are_alerted(hook, instance
         dagster_run=instance.get_run_by_id(result.run_id), dagster_event=result.get_run_failure_event(),
     ).for_run_failure()
 
-    run_failure_alert_sensor(context)
+    reason = run_failure_alert_sensor(context)
 
+    assert "2 alerts delivered (1 asset_check_failed, 1 run_failed)" in reason.skip_message
     run_line, check_line = _lines()
     assert (run_line["kind"], run_line["run_id"]) == ("run_failed", result.run_id)
     assert (check_line["kind"], check_line["asset_key"], check_line["check_name"]) == (

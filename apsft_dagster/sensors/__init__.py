@@ -5,6 +5,8 @@ Runs that `apsft run` started carry the tag `apsft/alerts: runner`: the runner a
 rules when each run ended, so the sensors skip them instead of alerting twice.
 """
 
+from collections import Counter
+
 import dagster as dg
 
 from apsft_dagster.core.alerts import deliver
@@ -13,24 +15,30 @@ from apsft_dagster.sensors.rules import run_alerts
 RUNNER_TAG = ("apsft/alerts", "runner")
 
 
-def _alert(context) -> None:
+def _alert(context) -> dg.SkipReason:
+    """Deliver the run's alerts; the tick's reason says what was done, so the UI's tick list tells
+    why no run was requested (these sensors alert, they never request runs)."""
     run = context.dagster_run
+    head = f"run {run.run_id[:8]} ({run.job_name})"
     if run.tags.get(RUNNER_TAG[0]) == RUNNER_TAG[1]:
-        return
-    for alert in run_alerts(context.instance, run.run_id):
-        deliver(alert)
+        return dg.SkipReason(f"{head}: started by `apsft run`, which applied these alert rules when it ended")
+    delivered = [deliver(alert) for alert in run_alerts(context.instance, run.run_id)]
+    if not delivered:
+        return dg.SkipReason(f"{head}: no alert (no failed ERROR check, no failure)")
+    kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(Counter(a["kind"] for a in delivered).items()))
+    return dg.SkipReason(f"{head}: {len(delivered)} alert{'s' if len(delivered) > 1 else ''} delivered ({kinds})")
 
 
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, minimum_interval_seconds=30,
                       default_status=dg.DefaultSensorStatus.RUNNING)
-def asset_check_alert_sensor(context: dg.RunStatusSensorContext) -> None:
+def asset_check_alert_sensor(context: dg.RunStatusSensorContext) -> dg.SkipReason:
     """A run can succeed and still carry failed ERROR checks (a non-blocking check)."""
-    _alert(context)
+    return _alert(context)
 
 
 @dg.run_failure_sensor(minimum_interval_seconds=30, default_status=dg.DefaultSensorStatus.RUNNING)
-def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> None:
-    _alert(context)
+def run_failure_alert_sensor(context: dg.RunFailureSensorContext) -> dg.SkipReason:
+    return _alert(context)
 
 
 sensors: list = [asset_check_alert_sensor, run_failure_alert_sensor]  # every wing's runs
