@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command, and exactly what .ci/run calls: set up .venv and run the suite in it;
 # meanwhile set up .venv-vllm (the suite runs one torch thread per process, so the install on the
-# other core costs it little: README, "Timings"); then hand the vLLM lane its models (built by
+# other core costs it little: docs/timings.md); then hand the vLLM lane its models (built by
 # .venv) and run the lane in .venv-vllm. Any failing step fails the command.
 set -euo pipefail
 cd "$(dirname "$0")/.."

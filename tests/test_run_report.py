@@ -1,6 +1,6 @@
-"""RL run report and reward-hacking audit, on the seed-000 fixture (tests/fixtures/rl_run).
+"""RL run report and reward-hacking audit, on the source run's fixture (tests/fixtures/rl_run).
 
-Expected figures are copied by hand from the seed's report (shared/seeds/000_b87a7d35d203903c.txt);
+Expected figures are copied by hand from the source run's report (kept outside this repository);
 each literal names the seed table it comes from.
 """
 

@@ -1,4 +1,4 @@
-"""loss-mask curation (seed 004), partitioned by dataset version: census -> build -> verify, each a
+"""loss-mask curation of agentic SFT data, partitioned by dataset version: census -> build -> verify, each a
 gate (packing in pack.py). Each asset streams the registered file; the core does the work."""
 
 import dagster as dg

@@ -15,7 +15,7 @@ from apsft_dagster.cli.args import export_choice, profile_arguments, profile_sto
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("loss-mask", help="the loss-mask curation group (seed 004): add, run, demo")
+    p = sub.add_parser("loss-mask", help="the loss-mask curation group: add, run, demo")
     p.add_argument("action", choices=("add", "run", "demo"))
     p.add_argument("name", nargs="?", help="dataset version (add, run)")
     p.add_argument("path", nargs="?", help="JSON-lines file (add)")

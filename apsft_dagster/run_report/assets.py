@@ -1,4 +1,4 @@
-"""the RL run report (seed 000), partitioned by run id: the evidence (tables, hack signals per
+"""the RL run report, partitioned by run id: the evidence (tables, hack signals per
 sample, matched pairs, the verdict) and the report (Markdown and plots through the store)."""
 
 import dagster as dg

@@ -7,7 +7,7 @@ from apsft_dagster.core.errors import ConfigError
 
 
 class LossMask(Strict):
-    """The loss-mask curation group (seed 004), a sibling system: not part of the experiment's seal."""
+    """The loss-mask curation group, a sibling system: not part of the experiment's seal."""
 
     known_broken_families: list[str]  # verifier families whose failures are not trusted (false-claim rule)
     prose_commands: list[str] | None  # shell commands the prose-command rule knows; null: the rules' default list

@@ -9,7 +9,7 @@ from apsft_dagster.core.errors import ConfigError
 
 
 class HackThresholds(BaseModel):
-    """The reward-hacking audit's thresholds (seed 000). A `*_limit` is how many occurrences are
+    """The reward-hacking audit's thresholds. A `*_limit` is how many occurrences are
     still fine; one more fires the signal. Every field has its default here, once."""
 
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -42,7 +42,7 @@ class HackThresholds(BaseModel):
 
 
 class RunReport(Strict):
-    """The RL run report group (seed 000), a sibling system: not part of the experiment's seal."""
+    """The RL run report group, a sibling system: not part of the experiment's seal."""
 
     inbox: str  # folder the inbox sensor watches (relative: under the state folder); one subfolder per run
     thresholds: HackThresholds
