@@ -55,9 +55,9 @@ def dagster_home() -> Path:
 
 
 def ensure_dagster_home() -> Path:
-    """Create DAGSTER_HOME with telemetry and the UI's first-visit prompt off and the `gpu` pool at one step at a time (CPU stages
-    still run beside it), and export it for this process and its children. An existing
-    dagster.yaml is the user's and is left as it is."""
+    """Create DAGSTER_HOME with telemetry and the UI's first-visit prompt off and the `gpu` pool at
+    one step at a time (CPU stages still run beside it), and export it for this process and its
+    children. An existing dagster.yaml is the user's and is left as it is."""
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     settings = home / "dagster.yaml"

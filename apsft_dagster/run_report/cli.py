@@ -9,7 +9,8 @@ from apsft_dagster.cli.args import export_choice, profile_arguments, profile_sto
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("rl-report", help="the RL run report with a reward-hacking audit: register a run folder and report on it")
+    p = sub.add_parser("rl-report", help="the RL run report with a reward-hacking audit: register a run folder "
+                                         "and report on it")
     p.add_argument("action", choices=("add",))
     p.add_argument("name", help="run id (letters, digits, '.', '_', '-')")
     p.add_argument("folder", help="the run's artifact folder (its files' shapes: docs/rl-run-report.md)")
