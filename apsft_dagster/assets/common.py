@@ -73,6 +73,16 @@ def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl
     return pl.concat(frames), digests, parity
 
 
+def _log_kept(context: dg.AssetExecutionContext, kept: list[tuple[int, str]], total: int) -> None:
+    """`[1-222/360] 222 kept (verified): caravan-L1-000 .. foundry_ledger-L3-021`, and empty the run."""
+    if kept:
+        (first, first_id), (last, last_id) = kept[0], kept[-1]
+        span = f"{first + 1}" if first == last else f"{first + 1}-{last + 1}"
+        ids = first_id if first == last else f"{first_id} .. {last_id}"
+        context.log.info(f"[{span}/{total}] {len(kept)} kept (verified): {ids}")
+        kept.clear()
+
+
 def log_and_show(context: dg.AssetExecutionContext) -> Callable[[str], None]:
     """Progress lines for the run's log and, in a terminal, for the person watching (Dagster's
     console log shows warnings only unless `apsft run --verbose`)."""
@@ -99,7 +109,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     from apsft_dagster.core.progress import Pace
     from apsft_dagster.core.store import json_bytes, sha256_bytes
 
-    digests, counts, pace = {}, Counter(), Pace(tasks.height)
+    digests, counts, pace, kept = {}, Counter(), Pace(tasks.height), []
     rows = tasks.sort("task_id").iter_rows(named=True)
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
@@ -107,8 +117,14 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
         digests[task["task_id"]] = digest
         counts[action] += 1
         context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])
+        pace_note = pace.step(action != "kept")
+        if action == "kept":  # a run of kept shards is one log line, not one each
+            kept.append((i, task["task_id"]))
+            continue
+        _log_kept(context, kept, tasks.height)
         shown = ", ".join(f"{k} {v}" for k, v in figures.items())
         context.log.info(f"[{i + 1}/{tasks.height}] {task['task_id']}: {action}" + (f" ({shown})" if shown else "")
-                         + pace.step(action != "kept"))
+                         + pace_note)
+    _log_kept(context, kept, tasks.height)
     return dg.MaterializeResult(metadata={"tasks_in_run": tasks.height, **counts},
                                 data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))

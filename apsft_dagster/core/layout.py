@@ -25,6 +25,7 @@ SFT_ARMS = "sft_arms"
 SFT_MANIFEST = "sft_manifest.json"
 AUDIT_DATABASE = "audits.duckdb"
 GENERATION_AUDIT = "generation_audit.parquet"  # degeneration signals of our own traces and completions
+GENERATION_AUDIT_INPUTS = "generation_audit.inputs.json"  # what it was computed from (a rerun keeps it)
 
 # training, evaluation and the verdict (written by the stages that follow selection)
 ADAPTERS = "adapters"

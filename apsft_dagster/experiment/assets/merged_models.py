@@ -30,7 +30,8 @@ def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResou
     config, store = experiment.config(), experiment.store()
     base = str(base_model_path(config, store))
     prompts = probe_prompts(config, set(store.get_parquet(TASK_CATALOG)["prompt"]))
-    base_out = greedy_outputs(generator.engine(), prompts, config.probe.max_new_tokens)
+    key = {"max_new_tokens": config.probe.max_new_tokens, "prompts_sha256": sha256_bytes(json_bytes(prompts))}
+    base_out: list[list[int]] = []
     reports, probes = {}, {}
     for i, policy in enumerate(context.partition_keys):
         if completed(store, merged_report(policy), merged_dir(policy)):
@@ -38,13 +39,17 @@ def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResou
         else:
             generator.release()  # the merge needs the memory, not the engine
             reports[policy], action = merge_policy(store, config, policy, base), "merged"
-        engine = generator.engine(store.path(merged_dir(policy)))
-        probes[policy] = compare(prompts, base_out, greedy_outputs(engine, prompts, config.probe.max_new_tokens),
-                                 engine.tokenizer.decode)
-        store.put_json(probe_report(policy), {"policy": policy, "merged_fingerprint": reports[policy]["fingerprint"],
-                                              "max_new_tokens": config.probe.max_new_tokens, **probes[policy]})
+        probe_key = {"policy": policy, "merged_fingerprint": reports[policy]["fingerprint"], **key}
+        probes[policy] = _kept_probe(store, policy, probe_key) if action == "kept" else None
+        probed = "probe kept" if probes[policy] is not None else "probed"
+        if probes[policy] is None:
+            base_out = base_out or greedy_outputs(generator.engine(), prompts, config.probe.max_new_tokens)
+            engine = generator.engine(store.path(merged_dir(policy)))
+            probes[policy] = compare(prompts, base_out, greedy_outputs(engine, prompts, config.probe.max_new_tokens),
+                                     engine.tokenizer.decode)
+            store.put_json(probe_report(policy), {**probe_key, **probes[policy]})
         context.add_asset_metadata(_metadata(reports[policy], probes[policy], action), partition_key=policy)
-        context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {action}, "
+        context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {action}, {probed}, "
                          f"{reports[policy]['changed_tensors']} weights changed, probe differs on "
                          f"{probes[policy]['differing']}/{len(prompts)} prompts")
     generator.release()
@@ -53,6 +58,17 @@ def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResou
                                data_version=dg.DataVersion(digest))
     yield check_result("merge_pairs", merge_problems(reports))
     yield check_result("deployment_probe", probe_problems(probes))
+
+
+def _kept_probe(store, policy: str, probe_key: dict) -> dict | None:
+    """The stored probe of a kept merged model when it probed these bytes with these prompts and
+    this allowance (then probing again would give the same tokens); None when it must run."""
+    if not store.exists(probe_report(policy)):
+        return None
+    stored = store.get_json(probe_report(policy))  # verified against its receipt
+    if any(stored.get(k) != v for k, v in probe_key.items()):
+        return None
+    return {k: v for k, v in stored.items() if k not in probe_key}
 
 
 def _metadata(report: dict, probe: dict, action: str) -> dict:
