@@ -37,19 +37,55 @@ def completed(store, report: str, artifact: str) -> bool:
 
 def png_markdown(data: bytes, alt: str) -> dg.MetadataValue:
     """A PNG shown inline in the asset's metadata."""
+    return dg.MetadataValue.md(f"![{alt}]({_data_uri(data)})")
+
+
+def report_markdown(markdown: str, plots: dict[str, bytes]) -> dg.MetadataValue:
+    """A report for the UI: each `![alt](name.png)` link to a plot beside the report file becomes the
+    plot itself (a data URI), since a relative link would resolve against the UI's own page. A
+    link to a plot not given is an error, not a broken image."""
+    import re
+
+    by_name = {name if name.endswith(".png") else f"{name}.png": data for name, data in plots.items()}
+
+    def inline(found: re.Match) -> str:
+        if found[2] not in by_name:
+            raise KeyError(f"the report links {found[2]!r}, which is not among its plots {sorted(by_name)}")
+        return f"![{found[1]}]({_data_uri(by_name[found[2]])})"
+    return dg.MetadataValue.md(re.sub(r"!\[([^\]]*)\]\(([^)\s]+\.png)\)", inline, markdown))
+
+
+def _data_uri(data: bytes) -> str:
     import base64
 
-    return dg.MetadataValue.md(f"![{alt}](data:image/png;base64,{base64.b64encode(data).decode()})")
+    return f"data:image/png;base64,{base64.b64encode(data).decode()}"
 
 
-def table_preview(frame: pl.DataFrame, rows: int = 10) -> dg.MetadataValue:
-    return dg.MetadataValue.md(_markdown(frame.head(rows)))
+def table_preview(frame: pl.DataFrame, rows: int = 10, *, transpose_on: str | None = None) -> dg.MetadataValue:
+    """The first `rows` rows as a Markdown table, numbers rounded for display (the stored table keeps
+    full precision). `transpose_on` names a column whose values become the columns, one row per
+    other field, so a table with many fields and few rows fits the page."""
+    frame = frame.head(rows)
+    if transpose_on is not None:
+        names = [str(v) for v in frame[transpose_on]]
+        fields = [c for c in frame.columns if c != transpose_on]
+        cells = [[_shown(v) for v in frame[c]] for c in fields]
+        frame = pl.DataFrame([{"field": f, **dict(zip(names, row))} for f, row in zip(fields, cells)],
+                             schema={"field": pl.String, **{n: pl.String for n in names}})
+    return dg.MetadataValue.md(_markdown(frame))
+
+
+def _shown(value) -> str:
+    """4 significant places below 1,000, whole numbers with separators above; the rest as written."""
+    if isinstance(value, float):
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    return str(value)
 
 
 def _markdown(frame: pl.DataFrame) -> str:
     header = "| " + " | ".join(frame.columns) + " |"
     rule = "|" + "---|" * len(frame.columns)
-    body = ["| " + " | ".join(str(v) for v in row) + " |" for row in frame.iter_rows()]
+    body = ["| " + " | ".join(_shown(v) for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join([header, rule, *body])
 
 

@@ -4,7 +4,7 @@ sample, matched pairs, the verdict) and the report (Markdown and plots through t
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, check_result, png_markdown, table_preview
+from apsft_dagster.assets.common import OWNERS, check_result, png_markdown, report_markdown, table_preview
 from apsft_dagster.core.run_report.names import GROUP, rl_file
 from apsft_dagster.core.run_report import (best_checkpoints, build_report, cost_table, eval_table, hack_rates,
                                            load_run, matched_pairs, verdict)
@@ -77,7 +77,8 @@ def run_report(context: dg.AssetExecutionContext, experiment: ExperimentResource
                      f"{store.path(rl_file(run_id, 'report.md'))}")
     return dg.MaterializeResult(
         metadata={"verdict": report.verdict["verdict"], "rule": report.verdict["rule"],
-                  "path": str(store.path(rl_file(run_id, "report.md"))), "report": dg.MetadataValue.md(report.markdown),
+                  "path": str(store.path(rl_file(run_id, "report.md"))),
+                  "report": report_markdown(report.markdown, report.plots),
                   **{name.removesuffix(".png"): png_markdown(data, name)
                      for name, data in sorted(report.plots.items())}},
         data_version=dg.DataVersion(digest))

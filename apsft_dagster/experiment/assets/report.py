@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from apsft_dagster.assets.common import OWNERS, png_markdown
+from apsft_dagster.assets.common import OWNERS, png_markdown, report_markdown
 from apsft_dagster.experiment.assets.stage_b import stage_b_analysis
 from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_B_DECISION, report_plot
 from apsft_dagster.core.report import build_report
@@ -20,6 +20,7 @@ def experiment_report(context: dg.AssetExecutionContext, experiment: ExperimentR
     verdict = store.get_json(STAGE_B_DECISION)["final_verdict"]
     context.log.info(f"report: {store.path(REPORT_MARKDOWN)} (verdict {verdict})")
     return dg.MaterializeResult(
-        metadata={"verdict": verdict, "path": str(store.path(REPORT_MARKDOWN)), "report": dg.MetadataValue.md(markdown),
+        metadata={"verdict": verdict, "path": str(store.path(REPORT_MARKDOWN)),
+                  "report": report_markdown(markdown, plots),
                   "accuracy_plot": png_markdown(plots["accuracy"], "accuracy"), "plots": len(hashes)},
         data_version=dg.DataVersion(digest))
