@@ -47,11 +47,11 @@ def stage_a_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
     yield dg.MaterializeResult(
         metadata={"verdict": decision["verdict"], "strongest_baseline": decision["strongest_baseline"],
                   "triggered": ", ".join(decision["triggered"]) or "none",
-                  "shortest_banking_leads": decision["shortest_leads"], "base_core_iid_accuracy": base,
-                  "policies": table_preview(policy_table(figures), rows=len(figures)),
-                  "conditions": table_preview(conditions_table(decision)),
+                  "shortest_banking_leads": decision["shortest_leads"], "base_core_iid_accuracy": round(base, 4),
+                  "policies": table_preview(policy_table(figures), rows=len(figures), transpose_on="policy"),
+                  "conditions": table_preview(conditions_table(decision), transpose_on="arm"),
                   "sha256": digest},
         data_version=dg.DataVersion(digest))
     yield dg.AssetCheckResult(check_name="base_accuracy_informative", passed=base_accuracy_informative(base),
                               severity=dg.AssetCheckSeverity.ERROR,
-                              metadata={"base_core_iid_accuracy": base})
+                              metadata={"base_core_iid_accuracy": round(base, 4)})
