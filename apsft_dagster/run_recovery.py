@@ -8,7 +8,7 @@ import socket
 
 import dagster as dg
 
-PROCESS_TAG = "apsft/process"  # host:pid:start time of the process that executes the run
+from apsft_dagster.run_tags import RUNNER_TAG  # its value: host:pid:start of the process that executes the run
 
 
 def this_process(pid: int | None = None) -> str:
@@ -52,7 +52,7 @@ def release_abandoned(instance: dg.DagsterInstance) -> list[str]:
     does the same across hosts (deploy/dagster.yaml, run_monitoring)."""
     unfinished = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.STARTED,
                                                                  dg.DagsterRunStatus.STARTING]))
-    holders = {r.run_id: r for r in unfinished if _gone(r.tags.get(PROCESS_TAG, ""))}
+    holders = {r.run_id: r for r in unfinished if _gone(r.tags.get(RUNNER_TAG, ""))}
     for run_id in instance.event_log_storage.get_concurrency_run_ids():
         run = instance.get_run_by_id(run_id)
         if run is None or run.is_finished:

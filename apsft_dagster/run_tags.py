@@ -1,4 +1,9 @@
-"""Run tags: one run over a range of partitions, and engine stages asking Kubernetes for GPUs.
+"""Run tags: one run over a range of partitions, the runner's mark, and engine stages asking
+Kubernetes for GPUs where the Kubernetes launcher is configured.
+
+A local run carries at most two tags of ours: `apsft/runner` (the `apsft run` process that
+executes it; such runs are alerted and recovered by the runner) and, on an engine stage,
+`apsft/engine: true` (a team instance limits engine runs by it).
 
 dagster-k8s reads `dagster-k8s/config` from a run's tags and merges it into the run's pod
 (deploy/k8s/dagster.yaml); other launchers ignore it. The GPU count and the node label come from
@@ -15,6 +20,34 @@ import os
 from collections.abc import Mapping
 
 K8S_CONFIG_TAG = "dagster-k8s/config"
+RUNNER_TAG = "apsft/runner"  # host:pid:start time of the `apsft run` process that executes the run
+ENGINE_TAG = "apsft/engine"
+
+
+def kubernetes_launcher(environ: Mapping[str, str] = os.environ) -> bool:
+    """True when this process runs in a Kubernetes pod (`KUBERNETES_SERVICE_HOST`, set in every
+    pod: a code server there serves runs the K8s launcher starts) or the instance it loads
+    ($DAGSTER_HOME/dagster.yaml) launches runs with dagster-k8s; only then do engine stages carry
+    the `dagster-k8s/config` tag."""
+    import yaml
+
+    if environ.get("KUBERNETES_SERVICE_HOST"):
+        return True
+    home = environ.get("DAGSTER_HOME")
+    settings = os.path.join(home, "dagster.yaml") if home else None
+    if not settings or not os.path.isfile(settings):
+        return False
+    with open(settings) as fh:
+        launcher = (yaml.safe_load(fh) or {}).get("run_launcher") or {}
+    return str(launcher.get("module", "")).startswith("dagster_k8s")
+
+
+def stage_tags(engine: bool, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """A stage job's tags: none for a CPU stage; an engine stage is marked, and asks Kubernetes for
+    its GPUs where that launcher is configured."""
+    if not engine:
+        return {}
+    return {ENGINE_TAG: "true", **(gpu_run_tags(environ) if kubernetes_launcher(environ) else {})}
 
 
 def gpu_run_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from apsft_dagster.core.alerts import deliver
-from apsft_dagster.run_recovery import PROCESS_TAG, release_abandoned, this_process
-from apsft_dagster.run_tags import single_run_tags
-from apsft_dagster.sensors import RUNNER_TAG
+from apsft_dagster.run_recovery import release_abandoned, this_process
+from apsft_dagster.run_tags import RUNNER_TAG, single_run_tags
 from apsft_dagster.sensors.rules import run_alerts
 from apsft_dagster.stage import Stage
 
@@ -88,7 +87,7 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
             keys = stage.keys_at_run(defs)
             outcome.skipped = not keys
         for tags in _run_tags(stage, keys):
-            tags = {**tags, RUNNER_TAG[0]: RUNNER_TAG[1], PROCESS_TAG: this_process()}
+            tags = {**tags, RUNNER_TAG: this_process()}
             execute = _execute_in_child if isolate(stage) else _execute
             run_id = execute(defs, stage.job, instance, tags, verbose, origin)
             _collect(instance, run_id, outcome)

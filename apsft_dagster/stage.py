@@ -3,12 +3,13 @@ the runner (`runner.run_stages`) runs them, and `stage_jobs` turns them into Dag
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import dagster as dg
 
-from apsft_dagster.run_tags import gpu_run_tags
+from apsft_dagster.run_tags import stage_tags
 
 
 @dataclass(frozen=True)
@@ -34,9 +35,8 @@ def stage_assets(stages: Sequence[Stage]) -> list[dg.AssetsDefinition]:
     return list(dict.fromkeys(a for stage in stages for a in stage.assets))
 
 
-def stage_jobs(stages: Sequence[Stage]) -> list[dg.UnresolvedAssetJobDefinition]:
-    """One job per stage; engine stages carry the GPU run tags read from the environment."""
-    gpu_tags = gpu_run_tags()
-    return [dg.define_asset_job(s.job, selection=list(s.assets),
-                                tags={"apsft/engine": str(s.engine).lower(), **(gpu_tags if s.engine else {})})
-            for s in stages]
+def stage_jobs(stages: Sequence[Stage],
+               environ: Mapping[str, str] = os.environ) -> list[dg.UnresolvedAssetJobDefinition]:
+    """One job per stage; engine stages carry `run_tags.stage_tags` (the Kubernetes GPU request only
+    where the instance launches runs on Kubernetes)."""
+    return [dg.define_asset_job(s.job, selection=list(s.assets), tags=stage_tags(s.engine, environ)) for s in stages]

@@ -106,9 +106,9 @@ def test_failed_error_check_is_alerted_to_file_and_webhook(hook, instance):
 
 
 def test_a_run_apsft_run_started_is_left_to_it_and_the_tick_says_so(hook, instance):
-    from apsft_dagster.sensors import RUNNER_TAG
+    from apsft_dagster.run_tags import RUNNER_TAG
 
-    run = dg.materialize([guarded, broken], instance=instance, tags={RUNNER_TAG[0]: RUNNER_TAG[1]})
+    run = dg.materialize([guarded, broken], instance=instance, tags={RUNNER_TAG: "host:1:0"})
     reason = asset_check_alert_sensor(dg.build_run_status_sensor_context(
         sensor_name="asset_check_alert_sensor", dagster_instance=instance,
         dagster_run=instance.get_run_by_id(run.run_id), dagster_event=run.get_run_success_event()))

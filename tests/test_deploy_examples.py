@@ -50,10 +50,19 @@ def _launcher(config: dict, **overrides):
     return data.rehydrate(object)
 
 
-def _job_tags(name: str) -> dict:
-    from apsft_dagster.definitions import defs
+def _job_tags(name: str, environ: dict | None = None) -> dict:
+    """A stage job's tags as the code location builds them with `environ` (e.g. a DAGSTER_HOME)."""
+    from apsft_dagster.experiment.stages import STAGES
+    from apsft_dagster.stage import stage_jobs
 
-    return dict(defs.resolve_job_def(name).tags)
+    return dict(next(j for j in stage_jobs(STAGES, environ or {}) if j.name == name).tags)
+
+
+def _k8s_home(tmp_path) -> dict:
+    home = tmp_path / "k8s_home"
+    home.mkdir(parents=True, exist_ok=True)
+    shutil.copy(DEPLOY / "k8s" / "dagster.yaml", home / "dagster.yaml")
+    return {"DAGSTER_HOME": str(home)}
 
 
 def _k8s_pod(launcher, tags: dict):
@@ -79,7 +88,7 @@ def test_kubernetes_example_builds_gpu_pods_for_engine_stages_only(env, tmp_path
     launcher = _launcher(config, load_incluster_config=False, kubeconfig_file=str(kubeconfig))
     assert isinstance(launcher, K8sRunLauncher) and launcher.job_image == PG_ENV["APSFT_CODE_IMAGE"]
 
-    engine = _k8s_pod(launcher, _job_tags("trace_bank_job"))
+    engine = _k8s_pod(launcher, _job_tags("trace_bank_job", _k8s_home(tmp_path)))
     (container,) = engine.containers
     assert container.image == PG_ENV["APSFT_CODE_IMAGE"]
     assert container.resources.limits["nvidia.com/gpu"] == "1"
@@ -88,7 +97,7 @@ def test_kubernetes_example_builds_gpu_pods_for_engine_stages_only(env, tmp_path
     assert [t.key for t in engine.tolerations] == ["nvidia.com/gpu"]
     assert {v.name for v in engine.volumes} == {"store", "models"} and engine.service_account_name == "apsft-runs"
 
-    cpu = _k8s_pod(launcher, _job_tags("evidence_seal_job"))
+    cpu = _k8s_pod(launcher, _job_tags("evidence_seal_job", _k8s_home(tmp_path / "cpu")))
     assert "nvidia.com/gpu" not in (cpu.containers[0].resources.limits or {})
     assert not cpu.node_selector
 
@@ -102,9 +111,25 @@ def test_gpu_run_tags_follow_the_environment_and_refuse_nonsense():
         gpu_run_tags({"APSFT_GPUS_PER_RUN": "0"})
     with pytest.raises(ValueError, match="label=value"):
         gpu_run_tags({"APSFT_GPU_NODE_SELECTOR": "h100"})
+
+
+
+def test_the_kubernetes_tag_is_on_engine_stages_only_where_the_kubernetes_launcher_is_configured(tmp_path):
+    from apsft_dagster.core.paths import LOCAL_INSTANCE_YAML
+
     engine_jobs = ("trace_bank_job", "score_bank_job", "adapters_job", "stage_a_generations_job")
-    assert all(K8S_CONFIG_TAG in _job_tags(j) for j in engine_jobs)
-    assert K8S_CONFIG_TAG not in _job_tags("sft_arms_job")
+    k8s = _k8s_home(tmp_path)
+    assert all(_job_tags(j, k8s) == {"apsft/engine": "true", K8S_CONFIG_TAG: gpu_run_tags({})[K8S_CONFIG_TAG]}
+               for j in engine_jobs)
+    assert _job_tags("sft_arms_job", k8s) == {}
+    local = tmp_path / "local"
+    local.mkdir()
+    (local / "dagster.yaml").write_text(LOCAL_INSTANCE_YAML)  # what `apsft run` creates
+    for environ in ({"DAGSTER_HOME": str(local)}, {}):  # the local instance, or none at all
+        assert all(_job_tags(j, environ) == {"apsft/engine": "true"} for j in engine_jobs)
+        assert _job_tags("sft_arms_job", environ) == {}
+    in_a_pod = {"DAGSTER_HOME": str(local), "KUBERNETES_SERVICE_HOST": "10.0.0.1"}  # the code server's pod
+    assert K8S_CONFIG_TAG in _job_tags("trace_bank_job", in_a_pod) and _job_tags("sft_arms_job", in_a_pod) == {}
 
 
 def test_docker_example_gives_run_containers_the_gpus_and_the_store(env, tmp_path):

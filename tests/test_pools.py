@@ -63,11 +63,10 @@ def _stale_run(instance, process: str) -> str:
     """A pool_job run recorded as STARTED by `process`, holding the gpu pool's one slot."""
     from pool_defs import pool_job
 
-    from apsft_dagster.run_recovery import PROCESS_TAG
-    from apsft_dagster.sensors import RUNNER_TAG
+    from apsft_dagster.run_tags import RUNNER_TAG
 
     run = instance.create_run_for_job(pool_job(), status=dg.DagsterRunStatus.STARTED,
-                                      tags={RUNNER_TAG[0]: RUNNER_TAG[1], PROCESS_TAG: process})
+                                      tags={RUNNER_TAG: process})
     storage = instance.event_log_storage
     storage.initialize_concurrency_limit_to_default("gpu")
     assert storage.claim_concurrency_slot("gpu", run.run_id, "gpu_first").is_claimed

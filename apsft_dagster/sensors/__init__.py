@@ -1,8 +1,8 @@
 """Alert sensors, shared by every wing: every finished run's alerts (`rules.run_alerts`), written and
 POSTed by core.alerts.
 
-Runs that `apsft run` started carry the tag `apsft/alerts: runner`: the runner applied the same
-rules when each run ended, so the sensors skip them instead of alerting twice.
+Runs that `apsft run` started carry the tag `apsft/runner` (run_tags.RUNNER_TAG): the runner applied
+the same rules when each run ended, so the sensors skip them instead of alerting twice.
 """
 
 from collections import Counter
@@ -10,9 +10,8 @@ from collections import Counter
 import dagster as dg
 
 from apsft_dagster.core.alerts import deliver
+from apsft_dagster.run_tags import RUNNER_TAG
 from apsft_dagster.sensors.rules import run_alerts
-
-RUNNER_TAG = ("apsft/alerts", "runner")
 
 
 def _alert(context) -> dg.SkipReason:
@@ -20,7 +19,7 @@ def _alert(context) -> dg.SkipReason:
     why no run was requested (these sensors alert, they never request runs)."""
     run = context.dagster_run
     head = f"run {run.run_id[:8]} ({run.job_name})"
-    if run.tags.get(RUNNER_TAG[0]) == RUNNER_TAG[1]:
+    if RUNNER_TAG in run.tags:
         return dg.SkipReason(f"{head}: started by `apsft run`, which applied these alert rules when it ended")
     delivered = [deliver(alert) for alert in run_alerts(context.instance, run.run_id)]
     if not delivered:
