@@ -246,3 +246,18 @@ def test_audits_are_placed_once_and_refused_when_they_cannot_be(tmp_path):
     late = _audit_file(tmp_path, "late", "select * from sft_rows")
     with pytest.raises(AuditError, match="late.sql: its inputs are written by sft_arms_job, after every stage"):
         place_audits([s for s in PLAN if not s.hosts_audits], [late])
+
+
+def test_every_audit_says_which_command_materializes_it():
+    """A catalog after `apsft run` shows the sibling systems' audits unmaterialized: each says why."""
+    from apsft_dagster.experiment.stages import STAGES
+    from apsft_dagster.loss_mask.stages import LOSS_MASK_STAGES
+    from apsft_dagster.run_report.stages import RUN_REPORT_STAGES
+
+    for stages, command in ((STAGES, "`apsft run` (the experiment)"),
+                            (LOSS_MASK_STAGES, "`apsft loss-mask run NAME` (the loss-mask curation), not by"),
+                            (RUN_REPORT_STAGES, "`apsft rl-report add NAME FOLDER` (the RL run report), not by")):
+        audits = [a for s in stages for a in s.assets if a.key.to_user_string().startswith("audit_")]
+        assert audits, command
+        for a in audits:
+            assert f"Materialized by {command}" in a.descriptions_by_key[a.key], a.key

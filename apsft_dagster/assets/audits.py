@@ -22,8 +22,12 @@ def table_metadata(frame: pl.DataFrame) -> dg.MetadataValue:
     return dg.MetadataValue.table(records=records, schema=schema)
 
 
-def audit_asset(audit: Audit) -> dg.AssetsDefinition:
-    @dg.asset(name=f"audit_{audit.name}", deps=audit.assets, description=audit.description,
+def audit_asset(audit: Audit, ran_by: str | None = None) -> dg.AssetsDefinition:
+    """`ran_by`: the command that materializes it, said in its description, so a catalog where it is
+    not materialized says why (another system's audit is never part of the experiment's run)."""
+    description = audit.description + (f"\n\nMaterialized by {ran_by}." if ran_by else "")
+
+    @dg.asset(name=f"audit_{audit.name}", deps=audit.assets, description=description,
               group_name="audits", kinds={"duckdb", "sql"}, owners=OWNERS)
     def _audit(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
         store = experiment.store()
@@ -40,7 +44,8 @@ def audit_asset(audit: Audit) -> dg.AssetsDefinition:
 AUDITS = discover()  # dbt_like_sql/ read once per process; every wing places its own from it
 
 
-def place_audits(stages: Sequence[Stage], audits: Sequence[Audit] | None = None) -> tuple[Stage, ...]:
+def place_audits(stages: Sequence[Stage], audits: Sequence[Audit] | None = None,
+                 ran_by: str | None = None) -> tuple[Stage, ...]:
     """A wing's stages with its SQL audits placed: each audit whose inputs this wing writes joins the
     first stage marked `hosts_audits` at or after the last stage that writes one of them, so its
     views exist when it runs. Audits over another wing's assets are left to that wing; an audit
@@ -61,6 +66,6 @@ def place_audits(stages: Sequence[Stage], audits: Sequence[Audit] | None = None)
         if host is None:
             raise AuditError(f"{audit.path}: its inputs are written by {stages[last].job}, after every stage "
                              "that hosts audits; mark a later stage hosts_audits=True")
-        placed.setdefault(host, []).append(audit_asset(audit))
+        placed.setdefault(host, []).append(audit_asset(audit, ran_by))
     out = [dataclasses.replace(s, assets=(*s.assets, *placed.get(i, ()))) for i, s in enumerate(stages)]
     return tuple(s for s in out if s.assets)

@@ -69,4 +69,4 @@ PLAN = (
     Stage("stage_b_eval_job", (stage_b_eval,), keys_at_run=stage_b_policies),
     Stage("verdict_and_report_job", (stage_b_analysis, experiment_report), hosts_audits=True),
 )
-STAGES = place_audits(PLAN)
+STAGES = place_audits(PLAN, ran_by="`apsft run` (the experiment)")

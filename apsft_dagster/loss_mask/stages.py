@@ -9,4 +9,4 @@ from apsft_dagster.stage import Stage
 LOSS_MASK_STAGES = place_audits((
     Stage("loss_mask_job", (lm_census, lm_build, lm_verify, lm_pack, lm_pack_comparison)),
     Stage("loss_mask_audits_job", (), hosts_audits=True),
-))
+), ran_by="`apsft loss-mask run NAME` (the loss-mask curation), not by the experiment's `apsft run`")

@@ -8,4 +8,4 @@ from apsft_dagster.stage import Stage
 RUN_REPORT_STAGES = place_audits((
     Stage("run_report_job", (rl_run_evidence, run_report)),
     Stage("run_report_audits_job", (), hosts_audits=True),
-))
+), ran_by="`apsft rl-report add NAME FOLDER` (the RL run report), not by the experiment's `apsft run`")
