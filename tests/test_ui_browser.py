@@ -2,13 +2,15 @@
 tampered rerun (one `dagster dev` start-up for all of it).
 
 What a person sees: every asset group in the lineage, `trace_bank`'s partitions and their status,
-a check that passed and then failed (a score shard changed after it was written), and the audit
-table of `audit_fallback_gaps`; what the server shows a client: the headless runs under their job
+a check that passed and then failed (a score shard changed after it was written), the audit
+table of `audit_fallback_gaps`, the report's plots decoded in its Markdown dialog, and an adapter
+partition's own loss curve; what the server shows a client: the headless runs under their job
 and code location; and that SIGTERM to `apsft ui` ends every process it started.
 APSFT_SAVE_SCREENSHOTS=1 writes the README's screenshots into docs/screenshots/; otherwise they
 go to the test's tmp folder.
 """
 
+import contextlib
 import json
 import os
 import re
@@ -128,6 +130,41 @@ def _sees_the_audit_table(page: Page, store) -> None:
     page.screenshot("audit_fallback_gaps", element=table)
 
 
+def _dialog_images(page: Page, count: int) -> list[list]:
+    """Wait until the open dialog shows `count` images, each decoded; return [alt, width, height] of each."""
+    from selenium.common.exceptions import TimeoutException
+
+    script = ("return Array.from(document.querySelectorAll('[role=dialog] img'))"
+              ".map(i => [i.alt, i.complete ? i.naturalWidth : 0, i.complete ? i.naturalHeight : 0])")
+    with contextlib.suppress(TimeoutException):
+        page.wait.until(lambda d: len(d.execute_script(script)) == count
+                        and all(w > 0 for _, w, _ in d.execute_script(script)))
+    return page.driver.execute_script(script)
+
+
+def _sees_the_report_with_its_plots(page: Page) -> None:
+    """The report's Markdown dialog shows every plot, decoded (they are inline: a relative link would
+    resolve against the UI's page and break)."""
+    from apsft_dagster.core.report import PLOTS
+
+    page.open("/assets/experiment_report")
+    page.element("//tr[td[normalize-space()='report']]//*[contains(text(), 'Show Markdown')]", clickable=True).click()
+    images = _dialog_images(page, len(PLOTS))
+    assert [alt for alt, _, _ in images] == list(PLOTS) and all(w >= 320 and h >= 180 for _, w, h in images), images
+    plot = page.element("//*[@role='dialog']//img[@alt='accuracy']")
+    page.screenshot("report_plots", element=plot)
+
+
+def _sees_a_loss_curve_on_an_adapter_partition(page: Page) -> None:
+    policy = "answer_potential-seed42"
+    page.open(f"/assets/adapters?view=partitions&partition={policy}")
+    page.element("//tr[td[normalize-space()='loss_curve']]//*[contains(text(), 'Show Markdown')]",
+                 clickable=True).click()
+    images = _dialog_images(page, 1)
+    assert images[0][0] == policy and images[0][1] >= 320, images  # this partition's own curve
+    page.screenshot("adapter_loss_curve")
+
+
 def _graphql(port: int, query: str) -> dict:
     request = urllib.request.Request(f"http://127.0.0.1:{port}/graphql", data=json.dumps({"query": query}).encode(),
                                      headers={"Content-Type": "application/json"})
@@ -168,6 +205,8 @@ def test_a_person_sees_every_group_the_partitions_a_passed_then_failed_check_and
         _sees_trace_bank_partitions_materialized(page)
         _sees_a_check_pass_then_fail(page, shard)
         _sees_the_audit_table(page, cli_run[1])
+        _sees_the_report_with_its_plots(page)
+        _sees_a_loss_curve_on_an_adapter_partition(page)
         _shows_headless_runs_under_their_job_and_location(port, cli_run[0])
         assert alive(port)
         proc.send_signal(signal.SIGTERM)  # to `apsft ui` alone, as a service manager would
