@@ -54,3 +54,16 @@ def test_a_loss_curve_shows_the_trained_segments_on_their_own_scale_and_says_the
     assert labels[3] == "prompt nll / token left out (weight 0, not trained): 7.05-7.09"
     low, high = ax.get_ylim()
     assert low <= 0.75 and 1.8 <= high < 2.5  # the trained range (0.75-1.8) fills the axes; 7 nats is off it
+
+
+def test_the_report_summary_is_its_verdict_and_stage_a_table_cut_from_the_report():
+    from apsft_dagster.core.report import report_summary
+
+    report = "\n".join(["# Experiment report (smoke profile)", "", "## Question", "", "q?", "",
+                        "## Status and verdict", "", "- Final verdict: **X**", "", "## Harvest funnel", "", "| a |",
+                        "", "## Stage A", "", "| policy | core_iid |", "|---|---|", "| base | 0.25 |", "",
+                        "### Stage B trigger", "", "| arm |", "", "## Plots", "", "![accuracy](accuracy.png)"])
+    assert report_summary(report).splitlines() == [
+        "# Experiment report (smoke profile)", "", "## Status and verdict", "", "- Final verdict: **X**", "",
+        "## Stage A", "", "| policy | core_iid |", "|---|---|", "| base | 0.25 |", "",
+        "![accuracy](accuracy.png)", "", "The whole report: the `report` entry and the `path` file."]

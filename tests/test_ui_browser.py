@@ -148,6 +148,18 @@ def _sees_the_report_with_its_plots(page: Page) -> None:
     from apsft_dagster.core.report import PLOTS
 
     page.open("/assets/experiment_report")
+    # the summary opens whole, the verdict in view (the dialog opens scrolled to its end, where the
+    # focused Close button is: the whole report opens at its plots)
+    page.element("//tr[td[normalize-space()='summary']]//*[contains(text(), 'Show Markdown')]", clickable=True).click()
+    assert [alt for alt, _, _ in _dialog_images(page, 1)] == ["accuracy"]
+    verdict = page.element("//*[@role='dialog']//li[contains(., 'Final verdict')]")
+    top, bottom = page.driver.execute_script("const r = arguments[0].getBoundingClientRect(); return [r.top, r.bottom]",
+                                             verdict)
+    assert 0 <= top and bottom <= page.driver.execute_script("return window.innerHeight"), (top, bottom)
+    opaque = "return getComputedStyle(document.querySelector('[role=dialog]')).opacity === '1'"
+    page.wait.until(lambda d: d.execute_script(opaque))  # the dialog's fade-in has ended
+    page.screenshot("report_summary")
+    page.element("//*[@role='dialog']//button[normalize-space()='Close']", clickable=True).click()
     page.element("//tr[td[normalize-space()='report']]//*[contains(text(), 'Show Markdown')]", clickable=True).click()
     images = _dialog_images(page, len(PLOTS))
     assert [alt for alt, _, _ in images] == list(PLOTS) and all(w >= 320 and h >= 180 for _, w, h in images), images

@@ -180,6 +180,19 @@ def _amendments_and_hashes(store: Store, f: dict) -> list[str]:
             "", "## Plots", "", *(f"![{name}]({name}.png)" for name in PLOTS), ""]
 
 
+def report_summary(markdown: str) -> str:
+    """The report's first screen: its title, the status and verdict, the Stage A table and the
+    accuracy plot, cut from the report itself (so it cannot disagree with it)."""
+    lines = markdown.splitlines()
+
+    def section(heading: str, stop: str) -> list[str]:
+        start = lines.index(heading)
+        end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith(stop))
+        return lines[start:end]
+    return "\n".join([lines[0], "", *section("## Status and verdict", "## "), *section("## Stage A", "### "),
+                      "![accuracy](accuracy.png)", "", "The whole report: the `report` entry and the `path` file."])
+
+
 def build_report(store: Store, config: Config) -> tuple[str, dict[str, bytes]]:
     """The report's Markdown, section by section, and its plots."""
     f = _read(store, config)
