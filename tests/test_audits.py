@@ -261,3 +261,11 @@ def test_every_audit_says_which_command_materializes_it():
         assert audits, command
         for a in audits:
             assert f"Materialized by {command}" in a.descriptions_by_key[a.key], a.key
+
+
+def test_assets_a_run_may_leave_missing_on_purpose_say_so():
+    from apsft_dagster.definitions import defs
+
+    for name in ("adapters", "merged_models", "stage_b_generations", "stage_b_eval"):
+        asset = defs.resolve_assets_def(name)
+        assert "missing on purpose" in asset.descriptions_by_key[asset.key], name

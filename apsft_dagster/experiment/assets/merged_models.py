@@ -26,7 +26,10 @@ MERGE_CHECKS = {
           check_specs=[dg.AssetCheckSpec(n, asset="merged_models", description=d, blocking=True)
                        for n, d in MERGE_CHECKS.items()])
 def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResource, generator: GenerationResource):
-    """Each policy's adapter merged into the base and fingerprinted, then probed against base."""
+    """Each policy's adapter merged into the base and fingerprinted, then probed against base.
+
+    The seed-43 partitions are merged only when Stage B asks (`stage_b_plan`'s replication
+    policies): after a run whose Stage A verdict is final they are missing on purpose."""
     config, store = experiment.config(), experiment.store()
     base = str(base_model_path(config, store))
     prompts = probe_prompts(config, set(store.get_parquet(TASK_CATALOG)["prompt"]))

@@ -48,7 +48,10 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
                         generator: GenerationResource) -> dg.MaterializeResult:
     """Greedy natural-thinking completions on core IID, core hard, held family and `rendering`
     (Stage A's rows reused by key); for the policies the plan samples, k samples per task at the
-    harvest's sampling settings, seeded per task."""
+    harvest's sampling settings, seeded per task.
+
+    Runs only when Stage A triggers (`stage_b_plan` names its policies): after a run whose Stage A
+    verdict is final, every partition is missing on purpose."""
     config, store = experiment.config(), experiment.store()
     stage_b = planned(store, context.partition_keys)
     tasks = eval_tasks(store.get_parquet(TASK_CATALOG), STAGE_B_SPLITS)
@@ -87,7 +90,10 @@ STAGE_B_CHECKS = {
                        for n, d in STAGE_B_CHECKS.items()])
 def stage_b_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     """Each Stage B generation and sample parsed like Stage A's (answer, parsed, correct, closed,
-    loop, thought and forward tokens). Needs no model: a parser change reruns only this."""
+    loop, thought and forward tokens). Needs no model: a parser change reruns only this.
+
+    Runs only when Stage A triggers: after a run whose Stage A verdict is final, every partition is
+    missing on purpose."""
     config, store = experiment.config(), experiment.store()
     stage_b = planned(store, context.partition_keys)
     tasks = eval_tasks(store.get_parquet(TASK_CATALOG), STAGE_B_SPLITS)

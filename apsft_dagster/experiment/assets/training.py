@@ -26,7 +26,10 @@ ADAPTER_CHECKS = {
                        for n, d in ADAPTER_CHECKS.items()])
 def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, trainer: TrainingResource):
     """One LoRA adapter per policy. Refuses unless the seal and manifest verify; before the first
-    optimizer step the training matrix's device-hours are gated against the budget."""
+    optimizer step the training matrix's device-hours are gated against the budget.
+
+    The seed-43 partitions are trained only when Stage B asks (`stage_b_plan`'s replication
+    policies): after a run whose Stage A verdict is final they are missing on purpose."""
     config, store = experiment.config(), experiment.store()
     manifest, manifest_sha, _ = verified_manifest(store, config)
     todo = [p for p in context.partition_keys if not completed(store, adapter_report(p), adapter_dir(p))]
