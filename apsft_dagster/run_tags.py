@@ -42,11 +42,9 @@ def kubernetes_launcher(environ: Mapping[str, str] = os.environ) -> bool:
     return str(launcher.get("module", "")).startswith("dagster_k8s")
 
 
-def stage_tags(engine: bool, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """A stage job's tags: none for a CPU stage; an engine stage is marked, and asks Kubernetes for
-    its GPUs where that launcher is configured."""
-    if not engine:
-        return {}
+def engine_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """An engine stage job's tags (a CPU stage's carry none): the mark, and the request for its GPUs
+    where runs launch on Kubernetes."""
     return {ENGINE_TAG: "true", **(gpu_run_tags(environ) if kubernetes_launcher(environ) else {})}
 
 

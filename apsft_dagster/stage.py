@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import dagster as dg
 
-from apsft_dagster.run_tags import stage_tags
+from apsft_dagster.run_tags import engine_tags
 
 
 @dataclass(frozen=True)
@@ -37,6 +37,8 @@ def stage_assets(stages: Sequence[Stage]) -> list[dg.AssetsDefinition]:
 
 def stage_jobs(stages: Sequence[Stage],
                environ: Mapping[str, str] = os.environ) -> list[dg.UnresolvedAssetJobDefinition]:
-    """One job per stage; engine stages carry `run_tags.stage_tags` (the Kubernetes GPU request only
-    where the instance launches runs on Kubernetes)."""
-    return [dg.define_asset_job(s.job, selection=list(s.assets), tags=stage_tags(s.engine, environ)) for s in stages]
+    """One job per stage; engine stages carry `run_tags.engine_tags` (the Kubernetes GPU request only
+    where runs launch on Kubernetes), read from the environment once for all of them."""
+    engine = engine_tags(environ)
+    return [dg.define_asset_job(s.job, selection=list(s.assets), tags=dict(engine) if s.engine else {})
+            for s in stages]
