@@ -67,3 +67,28 @@ def test_the_report_summary_is_its_verdict_and_stage_a_table_cut_from_the_report
         "# Experiment report (smoke profile)", "", "## Status and verdict", "", "- Final verdict: **X**", "",
         "## Stage A", "", "| policy | core_iid |", "|---|---|", "| base | 0.25 |", "",
         "![accuracy](accuracy.png)", "", "The whole report: the `report` entry and the `path` file."]
+
+
+def test_a_sparkline_puts_first_to_last_left_to_right_and_low_to_high_bottom_to_top():
+    from urllib.parse import unquote
+
+    from apsft_dagster.assets.common import INLINE_MARKDOWN, svg_markdown
+    from apsft_dagster.core.training.plot import sparkline_svg
+
+    def points(svg):
+        numbers = [int(n) for n in re.search(r"points='([^']*)'", svg).group(1).split(",")]
+        return list(zip(numbers[::2], numbers[1::2]))
+
+    # by hand: x from 2 to 238 (2 px padding in 240), y from 2 (highest) to 38 (lowest) in 40
+    assert points(sparkline_svg([3.0, 1.0, 2.0])) == [(2, 2), (120, 38), (238, 20)]
+    assert points(sparkline_svg([5.0, 5.0])) == [(2, 20), (238, 20)]  # flat: the middle
+    long = [float(i % 7) for i in range(1000)]
+    picked = points(sparkline_svg(long, most=60))
+    assert len(picked) == 60 and picked[0] == (2, round(2 + (6 - long[0]) / 6 * 36)) and picked[-1][0] == 238
+    assert [x for x, _ in picked] == sorted({x for x, _ in picked})  # left to right, once each
+    shown = svg_markdown(sparkline_svg(long), "answer_potential-seed42", "a caption").md_str
+    assert len(shown) < INLINE_MARKDOWN and unquote(shown).count("<polyline") == 1
+    with pytest.raises(ValueError, match="the UI shows at most 999 in place"):
+        svg_markdown(sparkline_svg(long, most=200), "x", "a caption")
+    with pytest.raises(ValueError, match="no values"):
+        sparkline_svg([])

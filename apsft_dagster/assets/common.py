@@ -6,6 +6,7 @@ import io
 import sys
 from collections import Counter
 from collections.abc import Callable
+from urllib.parse import quote
 
 import dagster as dg
 import polars as pl
@@ -38,6 +39,18 @@ def completed(store, report: str, artifact: str) -> bool:
 def png_markdown(data: bytes, alt: str) -> dg.MetadataValue:
     """A PNG shown inline in the asset's metadata."""
     return dg.MetadataValue.md(f"![{alt}]({_data_uri(data)})")
+
+
+INLINE_MARKDOWN = 1000  # the UI shows Markdown metadata shorter than this in place, longer behind a link
+
+
+def svg_markdown(svg: str, alt: str, caption: str) -> dg.MetadataValue:
+    """A small SVG and a caption, short enough that the UI shows it in place (a ValueError when not)."""
+    encoded = quote(svg, safe="/:=',.")
+    text = f"![{alt}](data:image/svg+xml,{encoded}) {caption}"
+    if len(text) >= INLINE_MARKDOWN:
+        raise ValueError(f"{alt}: {len(text)} characters, the UI shows at most {INLINE_MARKDOWN - 1} in place")
+    return dg.MetadataValue.md(text)
 
 
 def report_markdown(markdown: str, plots: dict[str, bytes]) -> dg.MetadataValue:

@@ -29,3 +29,27 @@ def loss_curve_figure(curve: list[dict], title: str):
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
     return fig
+
+
+def sparkline_svg(values: list[float], width: int = 240, height: int = 40, most: int = 60) -> str:
+    """`values` as a small SVG line, first to last left to right, the lowest at the bottom and the
+    highest at the top (a flat series in the middle), at most `most` points evenly chosen (first and
+    last always): small enough to sit inline in the UI's metadata table. Integer coordinates, so the
+    same values give the same text."""
+    if not values:
+        raise ValueError("sparkline of no values")
+    n = len(values)
+    picked = sorted({round(i * (n - 1) / (most - 1)) for i in range(most)}) if n > most else list(range(n))
+    low, high = min(values), max(values)
+    pad = 2
+
+    def y(v: float) -> int:
+        return height // 2 if high == low else round(pad + (high - v) / (high - low) * (height - 2 * pad))
+
+    def x(i: int) -> int:
+        return width // 2 if n == 1 else round(pad + i / (n - 1) * (width - 2 * pad))
+
+    points = ",".join(f"{x(i)},{y(values[i])}" for i in picked)
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height}' "
+            f"viewBox='0 0 {width} {height}'><polyline points='{points}' fill='none' stroke='black' "
+            f"stroke-width='1.5'/></svg>")
