@@ -66,5 +66,8 @@ def gpu_run_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
 
 
 def single_run_tags(keys: list[str]) -> dict[str, str]:
-    """Run tags that make one run cover the key range first..last (a single-run backfill)."""
+    """Run tags that make one run cover the key range first..last (a single-run backfill); one key
+    is a plain partition run."""
+    if len(keys) == 1:
+        return {"dagster/partition": keys[0]}
     return {"dagster/asset_partition_range_start": keys[0], "dagster/asset_partition_range_end": keys[-1]}

@@ -86,7 +86,7 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
         if keys is None and stage.keys_at_run is not None:
             keys = stage.keys_at_run(defs)
             outcome.skipped = not keys
-        for tags in _run_tags(stage, keys):
+        for tags in _run_tags(stage, keys, instance):
             tags = {**tags, RUNNER_TAG: this_process()}
             execute = _execute_in_child if isolate(stage) else _execute
             run_id = execute(defs, stage.job, instance, tags, verbose, origin)
@@ -107,20 +107,23 @@ def run_partition(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Se
                   key: str, **options) -> list[StageOutcome]:
     """A sibling wing's stages for one key of its dynamic partitions `partitions` (added to the
     instance if new, so the UI lists it); `options` as for `run_stages`."""
-    instance.add_dynamic_partitions(partitions, [key])  # a key already there is left as it is
     keys = {s.job: [key] for s in stages if isinstance(s.partitions_def, dg.DynamicPartitionsDefinition)}
     return run_stages(defs, instance, stages, partition_keys=keys, **options)
 
 
 def check_partition_keys(stages: Sequence[Stage], keys: dict[str, list[str]]) -> None:
-    """Keys asked for by hand must be partitions the stage defines (they name store paths): a
-    ValueError names the unknown ones before anything runs. Dynamic partitions are checked by name
+    """Keys asked for by hand must be partitions the stage defines (they name store paths), or for
+    dynamic partitions keys the stage knows: a ValueError names the unknown ones before anything
+    runs (and before any is added to the instance). A sibling wing's dynamic keys are names, checked
     where they are registered."""
     for stage in stages:
         wanted, defined = keys.get(stage.job), stage.partitions_def
-        if not wanted or defined is None or isinstance(defined, dg.DynamicPartitionsDefinition):
+        if not wanted or defined is None:
             continue
-        known = defined.get_partition_keys()
+        dynamic = isinstance(defined, dg.DynamicPartitionsDefinition)
+        if dynamic and stage.known_keys is None:
+            continue
+        known = list(stage.known_keys) if dynamic else defined.get_partition_keys()
         unknown = sorted(set(wanted) - set(known))
         if unknown:
             raise ValueError(f"{stage.job}: {', '.join(map(repr, unknown[:5]))} "
@@ -128,16 +131,21 @@ def check_partition_keys(stages: Sequence[Stage], keys: dict[str, list[str]]) ->
                              f"(e.g. {', '.join(known[:3])}; {len(known)} in all)")
 
 
-def _run_tags(stage: Stage, keys: list[str] | None) -> list[dict[str, str]]:
-    if stage.partitions_def is None:
+def _run_tags(stage: Stage, keys: list[str] | None, instance: dg.DagsterInstance) -> list[dict[str, str]]:
+    """One run per maximal range of consecutive keys; dynamic keys are added to the instance first
+    (a key already there is left as it is) and ordered as the instance lists them."""
+    defined = stage.partitions_def
+    if defined is None:
         return [{}]
-    if isinstance(stage.partitions_def, dg.DynamicPartitionsDefinition):  # registered at run time: one run each
-        return [{"dagster/partition": k} for k in keys or []]
-    all_keys = stage.partitions_def.get_partition_keys()
+    if isinstance(defined, dg.DynamicPartitionsDefinition):
+        if not keys:
+            return []
+        instance.add_dynamic_partitions(defined.name, list(dict.fromkeys(keys)))
+        all_keys = instance.get_dynamic_partitions(defined.name)
+    else:
+        all_keys = defined.get_partition_keys()
     chosen = keys if keys is not None else list(stage.default_keys or all_keys)
-    if not chosen:
-        return []
-    return [single_run_tags(r) for r in key_ranges(chosen, all_keys)]
+    return [single_run_tags(r) for r in key_ranges(chosen, all_keys)] if chosen else []
 
 
 def _run_config(verbose: bool) -> dict:

@@ -17,10 +17,13 @@ class Stage:
     job: str
     assets: tuple[dg.AssetsDefinition, ...]
     engine: bool = False  # loads a model on compute.device (generation, scoring, training)
-    default_keys: tuple[str, ...] | None = None  # the partitions `apsft run` runs unless told otherwise
+    default_keys: tuple[str, ...] | None = None  # the partitions `apsft run` runs unless told otherwise (all)
     # Partitions decided at run time from what earlier stages wrote (e.g. Stage B's plan); an
-    # empty list skips the stage.
+    # empty list skips the stage. Dynamic partitions get these keys added before the stage runs.
     keys_at_run: Callable[[dg.Definitions], list[str]] | None = None
+    # The keys a dynamic partition set may be given (`--partitions` is checked against them); None:
+    # any name (a sibling wing's datasets and runs)
+    known_keys: tuple[str, ...] | None = None
     # SQL audits join the first such stage at or after the stage that writes their inputs
     # (assets/audits.py `place_audits`)
     hosts_audits: bool = False

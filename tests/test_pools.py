@@ -9,6 +9,7 @@ import dagster as dg
 from dagster._core.events import DagsterEventType
 
 ENGINE_ASSETS = {"trace_bank", "parity_gate", "score_bank", "r1_labels", "adapters", "merged_models",
+                 "replication_adapters", "replication_merged_models",
                  "stage_a_generations", "stage_b_generations"}
 
 

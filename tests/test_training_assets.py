@@ -45,7 +45,8 @@ def test_adapter_reports_record_exact_steps_digests_and_a_loss_curve(smoke_run):
     assert len({r["initial_adapter_sha256"] for r in reports}) == 1  # one seed, one initial adapter
     assert len({r["final_adapter_sha256"] for r in reports}) == 6  # six datasets, six adapters
     meta = next(e for e in results["adapters"].get_asset_materialization_events()).materialization.metadata
-    assert meta["loss_curve"].value.startswith("![") and "data:image/png;base64," in meta["loss_curve"].value
+    assert meta["loss_curve"].value.startswith("![") and "data:image/svg+xml," in meta["loss_curve"].value
+    assert meta["loss_curve_plot"].value.startswith("![") and "data:image/png;base64," in meta["loss_curve_plot"].value
     assert meta["tokens_per_s"].value > 0 and meta["wall_seconds"].value > 0
 
 
@@ -105,12 +106,15 @@ def test_released_weights_keep_the_fingerprint(smoke_run, tmp_path):
 
 
 def test_seed_43_policies_are_trained_only_when_stage_b_asks(smoke_run, tmp_path):
-    """The smoke run's plan names none (its replication stages were skipped); a plan naming one
-    makes the replication stages train, merge and probe exactly that policy."""
+    """The smoke run's plan names none (its replication stages were skipped, their partition sets
+    empty); a plan naming one adds exactly that partition and the replication stages train, merge
+    and probe it. A key the plan does not name is refused, by the CLI's check before it is added
+    to the instance, and by the asset itself (a partition added by hand in the UI)."""
     import dagster as dg
 
     from apsft_dagster.core.layout import STAGE_B_PLAN
-    from apsft_dagster.runner import run_stages
+    from apsft_dagster.experiment.partitions import REPLICATION_POLICIES, STAGE_B_POLICIES
+    from apsft_dagster.runner import check_partition_keys, run_stages
     from apsft_dagster.experiment.stages import STAGES
     from conftest import smoke_definitions
 
@@ -122,8 +126,14 @@ def test_seed_43_policies_are_trained_only_when_stage_b_asks(smoke_run, tmp_path
     shutil.copytree(store.root, copy.root)
     copy.put_json(STAGE_B_PLAN, {**copy.get_json(STAGE_B_PLAN), "replication_policies": ["shortest_natural-seed43"]})
     stages = [s for s in STAGES if s.job.startswith("replication_")]
-    outcomes = run_stages(smoke_definitions(copy.root), dg.DagsterInstance.ephemeral(), stages, alert=False)
+    with pytest.raises(ValueError, match="'shortest-seed43' is not a partition of it"):
+        check_partition_keys(stages, {"replication_adapters_job": ["shortest-seed43"]})
+    instance, defs = dg.DagsterInstance.ephemeral(), smoke_definitions(copy.root)
+    assert instance.get_dynamic_partitions(REPLICATION_POLICIES) == []
+    outcomes = run_stages(defs, instance, stages, alert=False)
     assert all(o.ok and not o.skipped and len(o.run_ids) == 1 for o in outcomes), outcomes
+    assert instance.get_dynamic_partitions(REPLICATION_POLICIES) == ["shortest_natural-seed43"]
+    assert instance.get_dynamic_partitions(STAGE_B_POLICIES) == []
     report = copy.get_json(adapter_report("shortest_natural-seed43"))
     stage_a = copy.get_json(adapter_report("shortest_natural-seed42"))
     assert report["seed"] == 43 and report["initial_adapter_sha256"] != stage_a["initial_adapter_sha256"]
@@ -131,6 +141,12 @@ def test_seed_43_policies_are_trained_only_when_stage_b_asks(smoke_run, tmp_path
     assert copy.get_json(probe_report("shortest_natural-seed43"))["passed"]
     assert not any(copy.exists(adapter_report(p)) for p in replication_policies(load_config("smoke"))
                    if p != "shortest_natural-seed43")
+    unplanned = run_stages(defs, instance, stages[:1], partition_keys={stages[0].job: ["random_natural-seed43"]},
+                           alert=False)  # a known key the plan does not name
+    assert not unplanned[0].ok and not copy.exists(adapter_report("random_natural-seed43"))
+    (failure,) = instance.all_logs(unplanned[0].run_ids[0], of_type=dg.DagsterEventType.STEP_FAILURE)
+    error = str(failure.dagster_event.event_specific_data.error)
+    assert "random_natural-seed43: not among the replication policies" in error
 
 
 _OTHER_PROCESS = """

@@ -22,13 +22,14 @@ def table_metadata(frame: pl.DataFrame) -> dg.MetadataValue:
     return dg.MetadataValue.table(records=records, schema=schema)
 
 
-def audit_asset(audit: Audit, ran_by: str | None = None) -> dg.AssetsDefinition:
+def audit_asset(audit: Audit, ran_by: str | None = None, group: str = "audits") -> dg.AssetsDefinition:
     """`ran_by`: the command that materializes it, said in its description, so a catalog where it is
-    not materialized says why (another system's audit is never part of the experiment's run)."""
+    not materialized says why; `group`: its asset group (a sibling system's audits sit in that
+    system's group, not among the experiment's)."""
     description = audit.description + (f"\n\nMaterialized by {ran_by}." if ran_by else "")
 
     @dg.asset(name=f"audit_{audit.name}", deps=audit.assets, description=description,
-              group_name="audits", kinds={"duckdb", "sql"}, owners=OWNERS)
+              group_name=group, kinds={"duckdb", "sql"}, owners=OWNERS)
     def _audit(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
         store = experiment.store()
         result = run_audit(audit, store)
@@ -45,12 +46,13 @@ AUDITS = discover()  # dbt_like_sql/ read once per process; every wing places it
 
 
 def place_audits(stages: Sequence[Stage], audits: Sequence[Audit] | None = None,
-                 ran_by: str | None = None) -> tuple[Stage, ...]:
+                 ran_by: str | None = None, group: str = "audits") -> tuple[Stage, ...]:
     """A wing's stages with its SQL audits placed: each audit whose inputs this wing writes joins the
     first stage marked `hosts_audits` at or after the last stage that writes one of them, so its
     views exist when it runs. Audits over another wing's assets are left to that wing; an audit
     that reads from two wings, or whose inputs are written after the last hosting stage, is refused
-    at load (AuditError naming the SQL file). A hosting stage that holds no asset is dropped."""
+    at load (AuditError naming the SQL file). A hosting stage that holds no asset is dropped.
+    `ran_by` and `group` as for `audit_asset`."""
     stages = list(stages)
     writer = {a.key.to_user_string(): i for i, stage in enumerate(stages) for a in stage.assets}
     placed: dict[int, list[dg.AssetsDefinition]] = {}
@@ -66,6 +68,6 @@ def place_audits(stages: Sequence[Stage], audits: Sequence[Audit] | None = None,
         if host is None:
             raise AuditError(f"{audit.path}: its inputs are written by {stages[last].job}, after every stage "
                              "that hosts audits; mark a later stage hosts_audits=True")
-        placed.setdefault(host, []).append(audit_asset(audit, ran_by))
+        placed.setdefault(host, []).append(audit_asset(audit, ran_by, group))
     out = [dataclasses.replace(s, assets=(*s.assets, *placed.get(i, ()))) for i, s in enumerate(stages)]
     return tuple(s for s in out if s.assets)

@@ -210,6 +210,16 @@ def planned(store, policies: list[str]) -> dict:
     return stage_b
 
 
+def planned_replication(store, policies: list[str]) -> None:
+    """A replication policy Stage B's plan does not name is refused by name (e.g. one added by hand
+    in the UI); so is any when there is no plan yet."""
+    named = store.get_json(STAGE_B_PLAN)["replication_policies"] if store.exists(STAGE_B_PLAN) else []
+    extra = sorted(set(policies) - set(named))
+    if extra:
+        raise RuntimeError(f"{', '.join(extra)}: not among the replication policies of Stage B's plan "
+                           f"({store.path(STAGE_B_PLAN)} names {named or 'none: Stage A did not trigger'})")
+
+
 def sample_seeds(experiment_seed: int, task_ids: list[str]) -> list[int]:
     """One seed per task, the same for every sampled policy (common random numbers across arms)."""
     return [derive_seed(experiment_seed, "stage_b_samples", t) for t in task_ids]

@@ -17,7 +17,7 @@ from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.experiment.assets.evaluation import stage_a_eval, stage_a_generations
 from apsft_dagster.experiment.assets.evidence_seal import evidence_seal
 from apsft_dagster.experiment.assets.generation_audit import generation_audit
-from apsft_dagster.experiment.assets.merged_models import merged_models
+from apsft_dagster.experiment.assets.merged_models import merged_models, replication_merged_models
 from apsft_dagster.experiment.assets.r1_labels import r1_labels, r1_labels_index
 from apsft_dagster.experiment.assets.report import experiment_report
 from apsft_dagster.experiment.assets.score_bank import parity_gate, score_bank, score_bank_index
@@ -25,8 +25,8 @@ from apsft_dagster.experiment.assets.sft_arms import sft_arms, sft_manifest
 from apsft_dagster.experiment.assets.stage_b import stage_b_analysis, stage_b_eval, stage_b_generations, stage_b_plan
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
-from apsft_dagster.experiment.assets.training import adapters
-from apsft_dagster.experiment.partitions import STAGE_A_POLICIES
+from apsft_dagster.experiment.assets.training import adapters, replication_adapters
+from apsft_dagster.experiment.partitions import REPLICATION_KEYS, STAGE_B_KEYS
 from apsft_dagster.stage import Stage
 
 
@@ -57,16 +57,19 @@ PLAN = (
     Stage("evidence_seal_job", (evidence_seal,)),
     Stage("sft_arms_job", (sft_arms,)),
     Stage("sft_manifest_and_audits_job", (sft_manifest,), hosts_audits=True),
-    Stage("adapters_job", (adapters,), engine=True, default_keys=STAGE_A_POLICIES),  # seed 43: when Stage B asks
-    Stage("merged_models_job", (merged_models,), engine=True, default_keys=STAGE_A_POLICIES),
+    Stage("adapters_job", (adapters,), engine=True),
+    Stage("merged_models_job", (merged_models,), engine=True),
     Stage("stage_a_generations_job", (stage_a_generations,), engine=True),
     Stage("stage_a_eval_job", (stage_a_eval,)),
     Stage("stage_a_analysis_job", (stage_a_analysis, stage_b_plan, generation_audit), hosts_audits=True),
     # Stage B's seed-43 replication: the policies its plan names (none when Stage A does not trigger)
-    Stage("replication_adapters_job", (adapters,), engine=True, keys_at_run=replication_policies),
-    Stage("replication_merged_models_job", (merged_models,), engine=True, keys_at_run=replication_policies),
-    Stage("stage_b_generations_job", (stage_b_generations,), engine=True, keys_at_run=stage_b_policies),
-    Stage("stage_b_eval_job", (stage_b_eval,), keys_at_run=stage_b_policies),
+    Stage("replication_adapters_job", (replication_adapters,), engine=True, keys_at_run=replication_policies,
+          known_keys=REPLICATION_KEYS),
+    Stage("replication_merged_models_job", (replication_merged_models,), engine=True,
+          keys_at_run=replication_policies, known_keys=REPLICATION_KEYS),
+    Stage("stage_b_generations_job", (stage_b_generations,), engine=True, keys_at_run=stage_b_policies,
+          known_keys=STAGE_B_KEYS),
+    Stage("stage_b_eval_job", (stage_b_eval,), keys_at_run=stage_b_policies, known_keys=STAGE_B_KEYS),
     Stage("verdict_and_report_job", (stage_b_analysis, experiment_report), hosts_audits=True),
 )
 STAGES = place_audits(PLAN, ran_by="`apsft run` (the experiment)")

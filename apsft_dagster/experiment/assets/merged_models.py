@@ -1,17 +1,20 @@
-"""merge + deployment probe (policies): every LoRA pair merged and proven, then a greedy difference from base."""
+"""merge + deployment probe (policies): every LoRA pair merged and proven, then a greedy difference from base.
+
+`merged_models` holds Stage A's six; `replication_merged_models` the replication seed's Stage B asks for."""
 
 
 import dagster as dg
 
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed
-from apsft_dagster.experiment.assets.training import adapters
+from apsft_dagster.experiment.assets.training import adapters, replication_adapters
 from apsft_dagster.core.layout import TASK_CATALOG, merged_dir, merged_report, probe_report
 from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.training.deploy import merge_policy
 from apsft_dagster.core.training.probe import compare, greedy_outputs, probe_prompts
 from apsft_dagster.core.policy_checks import merge_problems, probe_problems
-from apsft_dagster.experiment.partitions import policy_partitions
+from apsft_dagster.core.stage_b import planned_replication
+from apsft_dagster.experiment.partitions import policy_partitions, replication_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
 MERGE_CHECKS = {
@@ -20,16 +23,30 @@ MERGE_CHECKS = {
 }
 
 
-@dg.asset(pool=GPU_POOL,
-          partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(), deps=[adapters],
-          group_name="training", kinds={"pytorch", "safetensors"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec(n, asset="merged_models", description=d, blocking=True)
-                       for n, d in MERGE_CHECKS.items()])
-def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResource, generator: GenerationResource):
-    """Each policy's adapter merged into the base and fingerprinted, then probed against base.
+def merge_checks(asset: str) -> list[dg.AssetCheckSpec]:
+    return [dg.AssetCheckSpec(n, asset=asset, description=d, blocking=True) for n, d in MERGE_CHECKS.items()]
 
-    The seed-43 partitions are merged only when Stage B asks (`stage_b_plan`'s replication
-    policies): after a run whose Stage A verdict is final they are missing on purpose."""
+
+@dg.asset(pool=GPU_POOL, partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+          deps=[adapters], group_name="training", kinds={"pytorch", "safetensors"}, owners=OWNERS,
+          check_specs=merge_checks("merged_models"))
+def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResource, generator: GenerationResource):
+    """Each Stage A policy's adapter merged into the base and fingerprinted, then probed against base."""
+    yield from merge_and_probe(context, experiment, generator)
+
+
+@dg.asset(pool=GPU_POOL, partitions_def=replication_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+          deps=[replication_adapters], group_name="training", kinds={"pytorch", "safetensors"}, owners=OWNERS,
+          check_specs=merge_checks("replication_merged_models"))
+def replication_merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+                              generator: GenerationResource):
+    """Each replication adapter merged, fingerprinted and probed, as `merged_models` does."""
+    planned_replication(experiment.store(), context.partition_keys)
+    yield from merge_and_probe(context, experiment, generator)
+
+
+def merge_and_probe(context: dg.AssetExecutionContext, experiment: ExperimentResource, generator: GenerationResource):
+    """Merge (or keep) each of the run's policies and probe it (or keep its probe), then the two checks."""
     config, store = experiment.config(), experiment.store()
     base = str(base_model_path(config, store))
     prompts = probe_prompts(config, set(store.get_parquet(TASK_CATALOG)["prompt"]))

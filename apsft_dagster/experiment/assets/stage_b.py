@@ -20,8 +20,8 @@ from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.policies import arm_and_seed
 from apsft_dagster.experiment.assets.analysis import stage_a_analysis
 from apsft_dagster.experiment.assets.evaluation import stage_a_generations
-from apsft_dagster.experiment.assets.merged_models import merged_models
-from apsft_dagster.experiment.partitions import merged_to_stage_b, stage_a_to_stage_b, stage_b_eval_partitions
+from apsft_dagster.experiment.assets.merged_models import merged_models, replication_merged_models
+from apsft_dagster.experiment.partitions import REPLICATION_POLICIES, STAGE_B_POLICIES, stage_b_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
 @dg.asset(deps=[stage_a_analysis], group_name="stage_b", kinds={"json"}, owners=OWNERS)
@@ -33,6 +33,10 @@ def stage_b_plan(context: dg.AssetExecutionContext, experiment: ExperimentResour
     config, store = experiment.config(), experiment.store()
     stage_b = plan(store.get_json(STAGE_A_DECISION)["decision"], config.seeds.replication, config.seeds.experiment)
     digest = store.put_json(STAGE_B_PLAN, stage_b)
+    # the partitions Stage B asks for, so the UI lists them (a run whose verdict is final adds none)
+    for partitions, field in ((REPLICATION_POLICIES, "replication_policies"), (STAGE_B_POLICIES, "greedy_policies")):
+        if stage_b[field]:
+            context.instance.add_dynamic_partitions(partitions, stage_b[field])
     return dg.MaterializeResult(
         metadata={"triggered": stage_b["triggered"], "winner": stage_b["winner"] or "none",
                   "replication_policies": ", ".join(stage_b["replication_policies"]) or "none",
@@ -40,9 +44,10 @@ def stage_b_plan(context: dg.AssetExecutionContext, experiment: ExperimentResour
         data_version=dg.DataVersion(digest))
 
 
-@dg.asset(pool=GPU_POOL, partitions_def=stage_b_eval_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
-          deps=[stage_b_plan, dg.AssetDep(merged_models, partition_mapping=merged_to_stage_b),
-                dg.AssetDep(stage_a_generations, partition_mapping=stage_a_to_stage_b)],
+@dg.asset(pool=GPU_POOL, partitions_def=stage_b_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+          deps=[stage_b_plan, dg.AssetDep(merged_models, partition_mapping=dg.AllPartitionMapping()),
+                dg.AssetDep(replication_merged_models, partition_mapping=dg.IdentityPartitionMapping()),
+                dg.AssetDep(stage_a_generations, partition_mapping=dg.AllPartitionMapping())],
           group_name="stage_b", kinds={"pytorch", "parquet"}, owners=OWNERS)
 def stage_b_generations(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                         generator: GenerationResource) -> dg.MaterializeResult:
@@ -50,8 +55,8 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
     (Stage A's rows reused by key); for the policies the plan samples, k samples per task at the
     harvest's sampling settings, seeded per task.
 
-    Runs only when Stage A triggers (`stage_b_plan` names its policies): after a run whose Stage A
-    verdict is final, every partition is missing on purpose."""
+    Runs only when Stage A triggers: its partitions are the policies `stage_b_plan` names (none
+    after a run whose Stage A verdict is final)."""
     config, store = experiment.config(), experiment.store()
     stage_b = planned(store, context.partition_keys)
     tasks = eval_tasks(store.get_parquet(TASK_CATALOG), STAGE_B_SPLITS)
@@ -84,7 +89,7 @@ STAGE_B_CHECKS = {
 }
 
 
-@dg.asset(partitions_def=stage_b_eval_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+@dg.asset(partitions_def=stage_b_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[stage_b_generations], group_name="stage_b", kinds={"polars", "parquet"}, owners=OWNERS,
           check_specs=[dg.AssetCheckSpec(n, asset="stage_b_eval", description=d, blocking=True)
                        for n, d in STAGE_B_CHECKS.items()])
@@ -92,8 +97,8 @@ def stage_b_eval(context: dg.AssetExecutionContext, experiment: ExperimentResour
     """Each Stage B generation and sample parsed like Stage A's (answer, parsed, correct, closed,
     loop, thought and forward tokens). Needs no model: a parser change reruns only this.
 
-    Runs only when Stage A triggers: after a run whose Stage A verdict is final, every partition is
-    missing on purpose."""
+    Runs only when Stage A triggers: its partitions are the policies `stage_b_plan` names (none
+    after a run whose Stage A verdict is final)."""
     config, store = experiment.config(), experiment.store()
     stage_b = planned(store, context.partition_keys)
     tasks = eval_tasks(store.get_parquet(TASK_CATALOG), STAGE_B_SPLITS)

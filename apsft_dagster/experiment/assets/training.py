@@ -1,15 +1,23 @@
-"""train (policies = arm x seed): LoRA adapters behind the budget gate, with their loss curves."""
+"""train (policies = arm x seed): LoRA adapters behind the budget gate, with their loss curves.
+
+`adapters` holds Stage A's six; `replication_adapters` runs the same training for the replication
+seed's policies Stage B's plan names (its partitions are added when the plan names them, so a run
+whose Stage A verdict is final has none)."""
 
 import dagster as dg
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed, log_and_show, png_markdown
+from apsft_dagster.assets.common import (GPU_POOL, OWNERS, check_result, completed, log_and_show, png_markdown,
+                                        svg_markdown)
 from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
 from apsft_dagster.core.training.gate import budget_gate, verified_manifest
+from apsft_dagster.core.training.plot import sparkline_svg
 from apsft_dagster.core.policies import parse_policy
+from apsft_dagster.core.stage_b import planned_replication
 from apsft_dagster.experiment.assets.sft_arms import sft_arms, sft_manifest
-from apsft_dagster.experiment.partitions import STAGE_A_POLICIES, arm_to_policies, policy_partitions
+from apsft_dagster.experiment.partitions import (STAGE_A_POLICIES, arm_to_policies, policy_partitions,
+                                                 replication_partitions)
 from apsft_dagster.resources import ExperimentResource, TrainingResource
 
 ADAPTER_CHECKS = {
@@ -19,17 +27,32 @@ ADAPTER_CHECKS = {
 }
 
 
+def adapter_checks(asset: str) -> list[dg.AssetCheckSpec]:
+    return [dg.AssetCheckSpec(n, asset=asset, description=d, blocking=True) for n, d in ADAPTER_CHECKS.items()]
+
+
 @dg.asset(pool=GPU_POOL, partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[dg.AssetDep(sft_arms, partition_mapping=arm_to_policies), sft_manifest], group_name="training",
-          kinds={"pytorch", "peft"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec(n, asset="adapters", description=d, blocking=True)
-                       for n, d in ADAPTER_CHECKS.items()])
+          kinds={"pytorch", "peft"}, owners=OWNERS, check_specs=adapter_checks("adapters"))
 def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, trainer: TrainingResource):
-    """One LoRA adapter per policy. Refuses unless the seal and manifest verify; before the first
-    optimizer step the training matrix's device-hours are gated against the budget.
+    """One LoRA adapter per Stage A policy. Refuses unless the seal and manifest verify; before the
+    first optimizer step the training matrix's device-hours are gated against the budget."""
+    yield from train_adapters(context, experiment, trainer)
 
-    The seed-43 partitions are trained only when Stage B asks (`stage_b_plan`'s replication
-    policies): after a run whose Stage A verdict is final they are missing on purpose."""
+
+@dg.asset(pool=GPU_POOL, partitions_def=replication_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
+          deps=["stage_b_plan", sft_manifest], group_name="training", kinds={"pytorch", "peft"}, owners=OWNERS,
+          check_specs=adapter_checks("replication_adapters"))
+def replication_adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource,
+                         trainer: TrainingResource):
+    """One LoRA adapter per replication policy Stage B's plan names: the arm's SFT file (pinned by
+    the manifest) at the replication seed, behind the same gate and checks as `adapters`."""
+    planned_replication(experiment.store(), context.partition_keys)
+    yield from train_adapters(context, experiment, trainer)
+
+
+def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, trainer: TrainingResource):
+    """Train (or keep) each of the run's policies, then the three adapter checks over them."""
     config, store = experiment.config(), experiment.store()
     manifest, manifest_sha, _ = verified_manifest(store, config)
     todo = [p for p in context.partition_keys if not completed(store, adapter_report(p), adapter_dir(p))]
@@ -72,7 +95,10 @@ def _metadata(store: Store, report: dict, timing: dict | None, action: str, gate
             "first_loss": round(curve[0]["loss"], 4), "final_loss": round(curve[-1]["loss"], 4),
             "initial_adapter_sha256": report["initial_adapter_sha256"],
             "adapter_files_sha256": report["adapter_files_sha256"], "base_weights": report["base_weights"],
-            "loss_curve": png_markdown(store.get_bytes(loss_curve(report["policy"])), report["policy"])}
+            "loss_curve": svg_markdown(sparkline_svg([p["loss"] for p in curve]), report["policy"],
+                                       f"window loss {curve[0]['loss']:.3f} to {curve[-1]['loss']:.3f} over "
+                                       f"{len(curve)} steps (per segment: loss_curve_plot)"),
+            "loss_curve_plot": png_markdown(store.get_bytes(loss_curve(report["policy"])), report["policy"])}
     if timing:
         meta.update(wall_seconds=round(timing["seconds"], 2), tokens_per_s=round(timing["tokens_per_s"], 1),
                     resumed_from_step=timing["resumed_from_step"])
