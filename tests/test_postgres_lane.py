@@ -54,7 +54,7 @@ def test_the_deploy_instance_is_postgres_with_a_queue_and_a_gpu_pool_limit(postg
         kinds = [type(s).__name__ for s in (instance.run_storage, instance.event_log_storage,
                                              instance.schedule_storage, instance.run_coordinator)]
         assert kinds == ["PostgresRunStorage", "PostgresEventLogStorage", "PostgresScheduleStorage",
-                         "QueuedRunCoordinator"]
+                         "QueuedStageRunCoordinator"]
         assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
         assert not instance.event_log_storage.is_run_sharded  # one global event id: the sensors' cursor
 

@@ -47,6 +47,9 @@ nux:
 concurrency:
   pools:
     default_limit: 1  # one engine-holding (gpu pool) step at a time on this machine
+run_coordinator:  # Dagster's default (runs launch at once); a UI launch gets its asset's stage's tags
+  module: apsft_dagster.run_coordinator
+  class: StageRunCoordinator
 """
 
 
@@ -55,9 +58,10 @@ def dagster_home() -> Path:
 
 
 def ensure_dagster_home() -> Path:
-    """Create DAGSTER_HOME with telemetry and the UI's first-visit prompt off and the `gpu` pool at
-    one step at a time (CPU stages still run beside it), and export it for this process and its
-    children. An existing dagster.yaml is the user's and is left as it is."""
+    """Create DAGSTER_HOME with telemetry and the UI's first-visit prompt off, the `gpu` pool at one
+    step at a time (CPU stages still run beside it) and apsft's run coordinator (a UI launch of an
+    asset runs with its stage's tags), and export it for this process and its children. An existing
+    dagster.yaml is the user's and is left as it is."""
     home = dagster_home()
     home.mkdir(parents=True, exist_ok=True)
     settings = home / "dagster.yaml"
