@@ -19,6 +19,11 @@ OWNERS = ["team:apsft"]
 GPU_POOL = "gpu"
 
 
+def blocking_checks(asset: str, checks: dict[str, str]) -> list[dg.AssetCheckSpec]:
+    """One blocking check spec per (name, description) of `checks`, on `asset`."""
+    return [dg.AssetCheckSpec(name, asset=asset, description=text, blocking=True) for name, text in checks.items()]
+
+
 def check_result(name: str, problems: list[str]) -> dg.AssetCheckResult:
     """ERROR severity: a failed protocol check blocks every downstream stage."""
     return dg.AssetCheckResult(

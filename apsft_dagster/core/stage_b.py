@@ -200,24 +200,19 @@ def analyze(stage_b: dict, stage_a_verdict: str, greedy: pl.DataFrame, samples: 
             "sampled": sampled_figures(samples), "accuracy": accuracy, "final_verdict": verdict, "rule": rule}
 
 
-def planned(store, policies: list[str]) -> dict:
-    """Stage B's plan; a policy it does not name is refused by name."""
+_PLANNED = {"greedy_policies": "the policies Stage B's plan evaluates",
+            "replication_policies": "the replication policies of Stage B's plan"}
+
+
+def planned(store, policies: list[str], field: str = "greedy_policies") -> dict:
+    """Stage B's plan; a policy not among its `field` (every policy it evaluates, or the replication
+    seed's it trains) is refused by name, e.g. a partition added by hand in the UI."""
     stage_b = store.get_json(STAGE_B_PLAN)
-    extra = sorted(set(policies) - set(stage_b["greedy_policies"]))
+    extra = sorted(set(policies) - set(stage_b[field]))
     if extra:
-        raise RuntimeError(f"{', '.join(extra)}: not in Stage B's plan ({store.path(STAGE_B_PLAN)} names "
-                           f"{stage_b['greedy_policies'] or 'nothing: Stage A did not trigger'})")
+        raise RuntimeError(f"{', '.join(extra)}: not among {_PLANNED[field]} ({store.path(STAGE_B_PLAN)} names "
+                           f"{stage_b[field] or 'none: Stage A did not trigger'})")
     return stage_b
-
-
-def planned_replication(store, policies: list[str]) -> None:
-    """A replication policy Stage B's plan does not name is refused by name (e.g. one added by hand
-    in the UI); so is any when there is no plan yet."""
-    named = store.get_json(STAGE_B_PLAN)["replication_policies"] if store.exists(STAGE_B_PLAN) else []
-    extra = sorted(set(policies) - set(named))
-    if extra:
-        raise RuntimeError(f"{', '.join(extra)}: not among the replication policies of Stage B's plan "
-                           f"({store.path(STAGE_B_PLAN)} names {named or 'none: Stage A did not trigger'})")
 
 
 def sample_seeds(experiment_seed: int, task_ids: list[str]) -> list[int]:

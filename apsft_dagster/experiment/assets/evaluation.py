@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.evaluation.generations import eval_tasks
 from apsft_dagster.core.evaluation.models import generate_into, model_of
@@ -45,8 +45,7 @@ EVAL_CHECKS = {"every_task_once": "each evaluated policy's generations cover eve
 
 @dg.asset(partitions_def=stage_a_eval_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[stage_a_generations], group_name="evaluation", kinds={"polars", "parquet"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec(n, asset="stage_a_eval", description=d, blocking=True)
-                       for n, d in EVAL_CHECKS.items()])
+          check_specs=blocking_checks("stage_a_eval", EVAL_CHECKS))
 def stage_a_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     """Each generation parsed: answer, parsed, correct, naturally closed, exact loop, thought and
     forward tokens. Needs no model: a parser change reruns only this."""

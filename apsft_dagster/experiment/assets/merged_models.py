@@ -5,7 +5,7 @@
 
 import dagster as dg
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, completed
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, completed
 from apsft_dagster.experiment.assets.training import adapters, replication_adapters
 from apsft_dagster.core.layout import TASK_CATALOG, merged_dir, merged_report, probe_report
 from apsft_dagster.core.base_model import base_model_path
@@ -13,7 +13,7 @@ from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.training.deploy import merge_policy
 from apsft_dagster.core.training.probe import compare, greedy_outputs, probe_prompts
 from apsft_dagster.core.policy_checks import merge_problems, probe_problems
-from apsft_dagster.core.stage_b import planned_replication
+from apsft_dagster.core.stage_b import planned
 from apsft_dagster.experiment.partitions import policy_partitions, replication_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
@@ -23,13 +23,9 @@ MERGE_CHECKS = {
 }
 
 
-def merge_checks(asset: str) -> list[dg.AssetCheckSpec]:
-    return [dg.AssetCheckSpec(n, asset=asset, description=d, blocking=True) for n, d in MERGE_CHECKS.items()]
-
-
 @dg.asset(pool=GPU_POOL, partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[adapters], group_name="training", kinds={"pytorch", "safetensors"}, owners=OWNERS,
-          check_specs=merge_checks("merged_models"))
+          check_specs=blocking_checks("merged_models", MERGE_CHECKS))
 def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResource, generator: GenerationResource):
     """Each Stage A policy's adapter merged into the base and fingerprinted, then probed against base."""
     yield from merge_and_probe(context, experiment, generator)
@@ -37,11 +33,11 @@ def merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResou
 
 @dg.asset(pool=GPU_POOL, partitions_def=replication_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[replication_adapters], group_name="training", kinds={"pytorch", "safetensors"}, owners=OWNERS,
-          check_specs=merge_checks("replication_merged_models"))
+          check_specs=blocking_checks("replication_merged_models", MERGE_CHECKS))
 def replication_merged_models(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                               generator: GenerationResource):
     """Each replication adapter merged, fingerprinted and probed, as `merged_models` does."""
-    planned_replication(experiment.store(), context.partition_keys)
+    planned(experiment.store(), context.partition_keys, "replication_policies")
     yield from merge_and_probe(context, experiment, generator)
 
 

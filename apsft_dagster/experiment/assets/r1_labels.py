@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards
 from apsft_dagster.experiment.assets.score_bank import score_bank, score_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
@@ -41,8 +41,7 @@ R1_CHECKS = {
 
 
 @dg.asset(deps=[r1_labels], group_name="rollouts", kinds={"polars", "json"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec(n, asset="r1_labels_index", description=d, blocking=True)
-                       for n, d in R1_CHECKS.items()])
+          check_specs=blocking_checks("r1_labels_index", R1_CHECKS))
 def r1_labels_index(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     config, store = experiment.config(), experiment.store()
     task_ids = train_task_ids(config)

@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards
 from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA
@@ -69,8 +69,7 @@ SCORE_CHECKS = {
 
 
 @dg.asset(deps=[score_bank], group_name="score", kinds={"polars", "json"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec(n, asset="score_bank_index", description=d, blocking=True)
-                       for n, d in SCORE_CHECKS.items()])
+          check_specs=blocking_checks("score_bank_index", SCORE_CHECKS))
 def score_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     config, store = experiment.config(), experiment.store()
     task_ids = train_task_ids(config)

@@ -3,7 +3,7 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, check_result, table_preview
+from apsft_dagster.assets.common import OWNERS, blocking_checks, check_result, table_preview
 from apsft_dagster.experiment.assets.evidence_seal import evidence_seal
 from apsft_dagster.core.layout import EVIDENCE_SEAL, SFT_MANIFEST, TASK_CATALOG, arm_file, arm_rows
 from apsft_dagster.core.base_model import load_tokenizer
@@ -52,8 +52,7 @@ MANIFEST_CHECKS = {
 
 
 @dg.asset(deps=[sft_arms], group_name="selection", kinds={"json"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec(n, asset="sft_manifest", description=d, blocking=True)
-                       for n, d in MANIFEST_CHECKS.items()])
+          check_specs=blocking_checks("sft_manifest", MANIFEST_CHECKS))
 def sft_manifest(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     """Each arm file's SHA-256, rows, sources, modes, dose and device-hour envelope; its hash is
     the experiment's identity."""

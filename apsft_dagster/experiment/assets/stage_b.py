@@ -6,7 +6,7 @@ ladder (core/stage_b.py)."""
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, table_preview
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, table_preview
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks
 from apsft_dagster.core.evaluation.models import generate_into, model_of
@@ -91,8 +91,7 @@ STAGE_B_CHECKS = {
 
 @dg.asset(partitions_def=stage_b_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[stage_b_generations], group_name="stage_b", kinds={"polars", "parquet"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec(n, asset="stage_b_eval", description=d, blocking=True)
-                       for n, d in STAGE_B_CHECKS.items()])
+          check_specs=blocking_checks("stage_b_eval", STAGE_B_CHECKS))
 def stage_b_eval(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     """Each Stage B generation and sample parsed like Stage A's (answer, parsed, correct, closed,
     loop, thought and forward tokens). Needs no model: a parser change reruns only this.

@@ -2,7 +2,7 @@
 
 import dagster as dg
 
-from apsft_dagster.assets.common import OWNERS, check_result, table_preview
+from apsft_dagster.assets.common import OWNERS, blocking_checks, check_result, table_preview
 from apsft_dagster.core.layout import TASK_CATALOG
 from apsft_dagster.core.tasks.splits import build_catalog, check_answer_not_in_prompt, check_cell_counts, check_firewall
 from apsft_dagster.resources import ExperimentResource
@@ -16,8 +16,7 @@ CHECKS = {
 
 @dg.asset(
     group_name="tasks", kinds={"python", "polars", "parquet"}, owners=OWNERS,
-    check_specs=[dg.AssetCheckSpec(name, asset="task_catalog", description=text, blocking=True)
-                 for name, text in CHECKS.items()],
+    check_specs=blocking_checks("task_catalog", CHECKS),
 )
 def task_catalog(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     """Train tasks (first `per_cell` per train cell) and the three sealed eval splits."""

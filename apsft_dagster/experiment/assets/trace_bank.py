@@ -4,7 +4,7 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.experiment.assets.base_model import base_model
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.core import trace_audit
 from apsft_dagster.core.bank import InheritedBank, write_index
@@ -53,8 +53,7 @@ INDEX_CHECKS = {
 
 @dg.asset(
     deps=[trace_bank], group_name="harvest", kinds={"polars", "json"}, owners=OWNERS,
-    check_specs=[dg.AssetCheckSpec(n, asset="trace_bank_index", description=d, blocking=True)
-                 for n, d in INDEX_CHECKS.items()],
+    check_specs=blocking_checks("trace_bank_index", INDEX_CHECKS),
 )
 def trace_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     """The bank index (task -> shard SHA-256) and summary; blocking checks guard every later stage."""

@@ -6,15 +6,15 @@ whose Stage A verdict is final has none)."""
 
 import dagster as dg
 
-from apsft_dagster.assets.common import (GPU_POOL, OWNERS, check_result, completed, log_and_show, png_markdown,
-                                        svg_markdown)
+from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, completed, log_and_show,
+                                        png_markdown, svg_markdown)
 from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
 from apsft_dagster.core.training.gate import budget_gate, verified_manifest
 from apsft_dagster.core.training.plot import sparkline_svg
 from apsft_dagster.core.policies import parse_policy
-from apsft_dagster.core.stage_b import planned_replication
+from apsft_dagster.core.stage_b import planned
 from apsft_dagster.experiment.assets.sft_arms import sft_arms, sft_manifest
 from apsft_dagster.experiment.partitions import (STAGE_A_POLICIES, arm_to_policies, policy_partitions,
                                                  replication_partitions)
@@ -27,13 +27,9 @@ ADAPTER_CHECKS = {
 }
 
 
-def adapter_checks(asset: str) -> list[dg.AssetCheckSpec]:
-    return [dg.AssetCheckSpec(n, asset=asset, description=d, blocking=True) for n, d in ADAPTER_CHECKS.items()]
-
-
 @dg.asset(pool=GPU_POOL, partitions_def=policy_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[dg.AssetDep(sft_arms, partition_mapping=arm_to_policies), sft_manifest], group_name="training",
-          kinds={"pytorch", "peft"}, owners=OWNERS, check_specs=adapter_checks("adapters"))
+          kinds={"pytorch", "peft"}, owners=OWNERS, check_specs=blocking_checks("adapters", ADAPTER_CHECKS))
 def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, trainer: TrainingResource):
     """One LoRA adapter per Stage A policy. Refuses unless the seal and manifest verify; before the
     first optimizer step the training matrix's device-hours are gated against the budget."""
@@ -42,12 +38,12 @@ def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, 
 
 @dg.asset(pool=GPU_POOL, partitions_def=replication_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=["stage_b_plan", sft_manifest], group_name="training", kinds={"pytorch", "peft"}, owners=OWNERS,
-          check_specs=adapter_checks("replication_adapters"))
+          check_specs=blocking_checks("replication_adapters", ADAPTER_CHECKS))
 def replication_adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                          trainer: TrainingResource):
     """One LoRA adapter per replication policy Stage B's plan names: the arm's SFT file (pinned by
     the manifest) at the replication seed, behind the same gate and checks as `adapters`."""
-    planned_replication(experiment.store(), context.partition_keys)
+    planned(experiment.store(), context.partition_keys, "replication_policies")
     yield from train_adapters(context, experiment, trainer)
 
 
