@@ -31,6 +31,7 @@ LINKED = {
     "tasks.*.families": r"total is \d+ but|must not share a family|must equal tasks\.train\.families|names one twice",
     "tasks.*.levels": r"total is \d+ but|names one twice",
     "training.throughput_tokens_per_s.*": r"must not exceed high",
+    "plan.*": r"must not exceed high",
     "run_report.thresholds.phrase_m*_words": r"must not exceed phrase_max_words",
     "harvest.inherited_index*": r"go together",
     "model.source": r"model\.path: required|model\.architecture: only for",
@@ -178,7 +179,7 @@ def test_the_protocol_shows_every_fields_domain_as_the_model_declares_it():
 
 # Every command that takes a profile, with the other arguments it needs (a new command needs a line here).
 COMMAND_LINES = {
-    "run": [], "ui": [], "validate": [], "export-bank": ["--out", "{dir}/bank"], "amend": ["a text"],
+    "run": [], "ui": [], "validate": [], "plan": [], "export-bank": ["--out", "{dir}/bank"], "amend": ["a text"],
     "audit": [], "report": [], "loss-mask": ["add", "ds", "{dir}/rows.jsonl"], "rl-report": ["add", "r1", "{dir}"],
 }
 

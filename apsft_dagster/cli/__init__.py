@@ -3,7 +3,7 @@
   apsft run | export-bank | amend | report      the experiment (experiment/cli/)
   apsft loss-mask add | run | demo              the loss-mask curation (loss_mask/cli.py)
   apsft rl-report add                           the RL run report (run_report/cli.py)
-  apsft ui | validate | audit                   shared (cli/)
+  apsft ui | validate | plan | audit            shared (cli/)
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import argparse
 import functools
 import sys
 
-from apsft_dagster.cli import audit, ui, validate
+from apsft_dagster.cli import audit, plan, ui, validate
 from apsft_dagster.core.errors import ApsftError
 from apsft_dagster.experiment.cli import amend, export_bank, report, run
 from apsft_dagster.loss_mask import cli as loss_mask_cli
 from apsft_dagster.run_report import cli as run_report_cli
 
 # in the order `apsft --help` lists them
-COMMANDS = (run, ui, validate, export_bank, amend, audit, report, loss_mask_cli, run_report_cli)
+COMMANDS = (run, ui, validate, plan, export_bank, amend, audit, report, loss_mask_cli, run_report_cli)
 
 
 @functools.cache

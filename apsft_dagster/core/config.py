@@ -52,6 +52,7 @@ from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.json_input import error_field
 from apsft_dagster.core.loss_mask.settings import LossMask
 from apsft_dagster.core.paths import CONFIG_DIR, local_model_dir
+from apsft_dagster.core.plan_settings import Plan
 from apsft_dagster.core.run_report.settings import HackThresholds, RunReport
 from apsft_dagster.core.splits import CONFIGURED, SPLIT_TABLE
 
@@ -59,6 +60,10 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, 8x fas
 
 # other systems of the platform: their settings never move the experiment's seal
 SIBLING_SECTIONS = ("loss_mask", "run_report")
+# Left out of the digest that binds every receipt: the siblings' settings, and `plan`, the
+# envelopes `apsft plan` prices the run with. A price changes no artifact, so recalibrating it on
+# the machine that will run the protocol must not invalidate a stored receipt.
+UNSEALED_SECTIONS = (*SIBLING_SECTIONS, "plan")
 
 
 class Config(Strict):
@@ -81,6 +86,8 @@ class Config(Strict):
     # the sibling systems' settings: optional, and never part of the digest
     loss_mask: LossMask | None = None
     run_report: RunReport | None = None
+    # the plan's throughput envelopes: optional (only `apsft plan` reads them), never in the digest
+    plan: Plan | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:
@@ -131,8 +138,8 @@ class Config(Strict):
     @property
     def digest(self) -> str:
         """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (the sibling
-        systems' sections left out: they do not change the experiment)."""
-        return hashlib.sha256(canonical_json(self.model_dump(mode="json", exclude=set(SIBLING_SECTIONS)))).hexdigest()
+        systems' sections and the plan's envelopes left out: they do not change the experiment)."""
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json", exclude=set(UNSEALED_SECTIONS)))).hexdigest()
 
 
 def _check_tasks(tasks: Tasks) -> None:
@@ -179,15 +186,18 @@ def resolve_config_path(profile: str | None = None, path: str | os.PathLike | No
     return candidate
 
 
-def load_config(profile: str | None = None, path: str | os.PathLike | None = None) -> Config:
-    """Parse and validate a profile. Raises ConfigError naming the file and field; writes nothing."""
+def load_config(profile: str | None = None, path: str | os.PathLike | None = None, *,
+                require_snapshot: bool = True) -> Config:
+    """Parse and validate a profile. Raises ConfigError naming the file and field; writes nothing.
+    `require_snapshot=False` skips only the check that a local model's snapshot is on this machine
+    (`apsft plan` prices a run before the snapshot is copied); every other check still runs."""
     source = resolve_config_path(profile, path)
     raw = read_profile(source)
     try:
         config = Config.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(f"{source}: invalid config:\n{_describe(exc)}") from None
-    if config.model.source == "local":
+    if config.model.source == "local" and require_snapshot:
         _require_model_dir(config, source)
     return config
 

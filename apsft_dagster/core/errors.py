@@ -83,3 +83,7 @@ class BankFormatError(ApsftError):
 
 class ObjectStoreError(ApsftError):
     """A request to the object store still failed after the client's own retries (named by URL)."""
+
+
+class PlanError(ApsftError):
+    """`apsft plan` cannot price the run as asked: a malformed rehearsal file, or a store it cannot read."""

@@ -1,0 +1,48 @@
+"""`apsft plan`: what a profile's run will cost, stage by stage, before it runs. Writes nothing:
+no store folder, no Dagster instance, no torch; a local model's snapshot need not be here yet."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from apsft_dagster.cli.args import profile_arguments
+from apsft_dagster.core.config import load_config, resolve_config_path
+from apsft_dagster.core.errors import PlanError
+from apsft_dagster.core.paths import is_object_url, local_model_dir, store_root
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("plan", help="print each stage's work, tokens, throughput, device-hours and budget verdict "
+                                    "before the run (writes nothing)")
+    profile_arguments(p)
+    p.add_argument("--rehearsal", metavar="FILE",
+                   help="scripts/gpu_rehearsal.py's JSON: its measured figures replace the profile's envelopes")
+    p.set_defaults(handler=plan_command)
+
+
+def _notes(config, source: Path, root: Path, found: bool) -> list[str]:
+    notes = [f"profile {config.profile} ({source}), config digest {config.digest}"]
+    if config.model.source == "local" and not (local_model_dir(config) / "config.json").is_file():
+        notes.append(f"model snapshot not found at {local_model_dir(config)}: the plan needs none; `apsft run` "
+                     "will (place it there or set APSFT_MODEL_DIR)")
+    notes.append(f"store {root}: " + ("read and verified, nothing written" if found else
+                                      "absent: nothing has run, so every row is priced from the profile"))
+    return notes
+
+
+def plan_command(args: argparse.Namespace) -> int:
+    from apsft_dagster.core.plan import plan
+    from apsft_dagster.core.plan.table import render
+    from apsft_dagster.core.store import Store
+
+    config = load_config(args.profile, args.config, require_snapshot=False)
+    location = args.store or store_root(config.profile)
+    if is_object_url(location):
+        raise PlanError(f"--store {location}: apsft plan reads a local store only (reading an object store would "
+                        "fill this machine's mirror); point it at a local copy")
+    root = Path(location)
+    found = root.is_dir()
+    rows = plan(config, Store(root) if found else None, args.rehearsal)
+    print(render(rows, _notes(config, resolve_config_path(args.profile, args.config), root, found)), end="")
+    return 0
