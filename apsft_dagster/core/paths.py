@@ -30,6 +30,15 @@ def state_dir() -> Path:
     return Path(os.environ.get("APSFT_STATE_DIR") or PROJECT_ROOT / ".apsft")
 
 
+def model_cache_dir() -> Path | None:
+    """The embedded models' cache folder (`APSFT_MODEL_CACHE`, default `<state>/model_cache`), or None
+    when it is `off` (core/embedded/cache.py)."""
+    value = os.environ.get("APSFT_MODEL_CACHE")
+    if value == "off":
+        return None
+    return Path(value) if value else state_dir() / "model_cache"
+
+
 def store_root(profile: str) -> Path | str:
     """One artifact store per profile, so smoke and full never share files. APSFT_STORE_DIR may
     name a folder or an object store URL (`s3://bucket/prefix`, kept as text)."""
