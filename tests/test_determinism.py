@@ -57,3 +57,17 @@ def test_a_process_whose_torch_chose_other_kernels_is_refused():
         assert proc.returncode == 0
         return
     assert proc.returncode != 0 and "torch runs its DEFAULT CPU kernels, not the pinned AVX2" in proc.stderr
+
+
+def test_transformers_hub_kernels_stay_off_whatever_the_environment_says():
+    """`full` runs with transformers' `kernels` hub fallback pinned off (core/determinism.py): asked for
+    with USE_HUB_KERNELS=YES, it is still off once the package is imported first, and a process that
+    imported transformers before the package is refused before it holds a model."""
+    env = {**os.environ, "USE_HUB_KERNELS": "YES"}
+    first = "import apsft_dagster, transformers.integrations.hub_kernels as h; print(h._TRANSFORMERS_USE_HUB_KERNELS)"
+    assert subprocess.run([sys.executable, "-c", first], env=env, capture_output=True, text=True,
+                          check=True).stdout.split()[-1] == "NO"
+    late = ("import transformers.integrations.hub_kernels as h; import apsft_dagster;"
+            "from apsft_dagster.core.determinism import check_cpu_kernels; check_cpu_kernels()")
+    proc = subprocess.run([sys.executable, "-c", late], env=env, capture_output=True, text=True)
+    assert proc.returncode != 0 and "imported with its hub kernels on (USE_HUB_KERNELS)" in proc.stderr

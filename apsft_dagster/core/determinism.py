@@ -10,6 +10,11 @@ The thread count is pinned separately from the profile (`compute.threads`).
 
 `APSFT_CPU_KERNELS=native` leaves the libraries to choose (faster on AVX-512, same bytes only on
 the same kind of CPU).
+
+Transformers' hub-kernel fallback is pinned off as well, on every machine and profile (`full`'s
+GPU runs above all): with the `kernels` package installed it would fetch compiled kernels from the
+Hugging Face hub at run time, and run code the lock (requirements/gpu.lock) never named.
+`USE_HUB_KERNELS` is read once, when transformers' hub-kernels module is imported.
 """
 
 from __future__ import annotations
@@ -37,6 +42,25 @@ def _has_avx2() -> bool:
         return True
 
 
+HUB_KERNELS = {"USE_HUB_KERNELS": "NO"}
+
+
+def pin_hub_kernels() -> None:
+    """Transformers' `kernels` hub fallback off, whatever the environment says."""
+    os.environ.update(HUB_KERNELS)
+
+
+def check_hub_kernels() -> None:
+    """RuntimeError when transformers was imported with its hub kernels on (before this package)."""
+    import sys
+
+    module = sys.modules.get("transformers.integrations.hub_kernels")  # it reads the variable on import
+    if module is not None and getattr(module, "_TRANSFORMERS_USE_HUB_KERNELS", "NO") != HUB_KERNELS["USE_HUB_KERNELS"]:
+        raise RuntimeError("transformers was imported with its hub kernels on (USE_HUB_KERNELS), before "
+                           "apsft_dagster: it could fetch kernels at run time. Import apsft_dagster first, or "
+                           "export USE_HUB_KERNELS=NO")
+
+
 def pin_cpu_kernels() -> None:
     """Set the three libraries' ISA settings in this process's environment (and so its children's)."""
     if pinning():
@@ -58,8 +82,10 @@ def kernel_settings() -> dict[str, str]:
 
 
 def check_cpu_kernels() -> None:
-    """RuntimeError when torch already runs another ATen capability than the pinned one (it was
-    imported and used before this package set it: import apsft_dagster first)."""
+    """RuntimeError when torch already runs another ATen capability than the pinned one, or transformers
+    its hub kernels (`check_hub_kernels`): it was imported and used before this package set it (import
+    apsft_dagster first)."""
+    check_hub_kernels()
     if not pinning():
         return
     import torch
