@@ -17,8 +17,10 @@ def engine(tmp_path_factory):
 
     path = tiny_snapshot(tmp_path_factory.mktemp("sampler") / "model", "qwen3_5", seed=3)
     engine = TransformersEngine.load(str(path), ["</think>"])
-    # a random model rarely emits </think>: stop on a few common ids too, so rows end at different steps
-    engine.stop_token_ids = engine.stop_token_ids + tuple(range(40, 52))
+    # a random model over Qwen3.5's 248,320 rows almost never emits </think>: stop also on ids it did
+    # draw, early, for every other request, so rows end at different steps under every sampling
+    drawn = {c.token_ids[6] for sampling in SAMPLINGS for [c] in engine.generate(_requests(12, 17)[::2], sampling)}
+    engine.stop_token_ids = engine.stop_token_ids + tuple(sorted(drawn))
     return engine
 
 
@@ -85,3 +87,23 @@ def test_the_sampler_refuses_greedy():
 
     with pytest.raises(ValueError, match="greedy"):
         SeededSampler([1], Sampling(temperature=0.0, top_p=1.0, top_k=0))
+
+
+@pytest.mark.parametrize("sampling", SAMPLINGS, ids=["harvest", "low-temperature-top-k", "hot-top-p"])
+def test_the_capability_checks_warpers_draw_what_hugging_faces_own_do(engine, sampling):
+    """core/embedded/capability.py hands Hugging Face its warpers (top-p after top-k without the sort of
+    the vocabulary) instead of the knobs: batched, every row draws the token Hugging Face's own would."""
+    import torch
+
+    from apsft_dagster.core.embedded.capability import complete
+
+    tokenizer, model = engine.tokenizer, engine.model
+    prompts = ["Add 2 and 3.", "Add 12 and 30, then double it.", "What is 7 times 6?"]
+    ours = complete(model, tokenizer, prompts, 24, sampling, seed=11)
+    enc = tokenizer([f"<|im_start|>user\n{p}<|im_end|>\n<|im_start|>assistant\n<think>\n" for p in prompts],
+                    return_tensors="pt", padding=True, add_special_tokens=False)
+    torch.manual_seed(11)
+    out = model.generate(**enc, max_new_tokens=24, eos_token_id=tokenizer.eos_token_id,
+                         pad_token_id=tokenizer.pad_token_id, do_sample=True, temperature=sampling.temperature,
+                         top_p=sampling.top_p, top_k=sampling.top_k)
+    assert ours == tokenizer.batch_decode(out[:, enc["input_ids"].shape[1]:], skip_special_tokens=False)

@@ -28,10 +28,13 @@ def tiny_model(path, seed: int, layers: int = 1) -> str:
 def tiny_snapshot(path, layout: str = "qwen3_5", seed: int = 0, layers: int = 4) -> Path:
     """A random tiny snapshot through the embedded build's own layout code: `qwen3_5` is a
     Qwen3_5ForConditionalGeneration (hybrid layers, vision tower, untied head, chat template,
-    preprocessor configs), `qwen3` a Qwen3ForCausalLM."""
+    preprocessor configs) carrying Qwen3.5's real tokenizer (core/qwen35/tokenizer.py) with the
+    embedding padded to the real 248,320 rows, so `</think>`, the boundary, stop tokens and record
+    limits run on real ids; `qwen3` a Qwen3ForCausalLM with a tokenizer trained here."""
     from apsft_dagster.core.config import load_config
-    from apsft_dagster.core.embedded.layout import VISION_TOKENS, build_model, save_snapshot
+    from apsft_dagster.core.embedded.layout import build_model, save_snapshot
     from apsft_dagster.core.embedded.tokenizer import train_tokenizer
+    from apsft_dagster.core.qwen35.tokenizer import embedding_rows, load_qwen35_tokenizer
 
     cfg = load_config("smoke").embedded
     cfg = cfg.model_copy(update={
@@ -40,8 +43,9 @@ def tiny_snapshot(path, layout: str = "qwen3_5", seed: int = 0, layers: int = 4)
             "full_attention_interval": 2, "num_key_heads": 1, "num_value_heads": 2, "key_head_dim": 8,
             "value_head_dim": 8}),
         "vision": cfg.vision.model_copy(update={"hidden_size": 8, "intermediate_size": 16, "num_heads": 1})})
-    tokenizer = train_tokenizer(CORPUS, 300, VISION_TOKENS if layout == "qwen3_5" else ())
-    snapshot, _ = build_model(layout, cfg, tokenizer, seed)
+    real = layout == "qwen3_5"
+    tokenizer = load_qwen35_tokenizer() if real else train_tokenizer(CORPUS, 300)
+    snapshot, _ = build_model(layout, cfg, tokenizer, seed, vocab_rows=embedding_rows() if real else None)
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     save_snapshot(layout, snapshot, tokenizer, cfg, path)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 
 from apsft_dagster.core.config import Sampling
+from apsft_dagster.core.engines.seeded_sampler import warpers
 from apsft_dagster.core.protocol import THINK_CLOSE, format_prompt
 from apsft_dagster.core.seeds import seed64
 from apsft_dagster.core.tasks import Task, is_correct
@@ -23,8 +24,9 @@ def complete(model, tokenizer, prompts: Sequence[str], max_new_tokens: int,
     tokenizer.padding_side = "left"
     enc = tokenizer([format_prompt(p) for p in prompts], return_tensors="pt", padding=True,
                     add_special_tokens=False)
-    knobs = {"do_sample": False} if sampling is None else {
-        "do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p, "top_k": sampling.top_k}
+    knobs = {"do_sample": False} if sampling is None else {  # Hugging Face's draw, its warpers given in its
+        "do_sample": True, "temperature": 1.0, "top_p": 1.0, "top_k": 0,  # order: the same scores, top-p unsorted
+        "logits_processor": warpers(sampling)}
     torch.manual_seed(seed)
     out = model.generate(**enc, max_new_tokens=max_new_tokens, eos_token_id=tokenizer.eos_token_id,
                          pad_token_id=tokenizer.pad_token_id, **knobs)

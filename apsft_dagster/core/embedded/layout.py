@@ -47,11 +47,14 @@ def layer_types(cfg: Embedded) -> list[str]:
     return ["full_attention" if (i + 1) % every == 0 else "linear_attention" for i in range(cfg.num_layers)]
 
 
-def build_model(architecture: str, cfg: Embedded, tokenizer, seed: int) -> tuple[torch.nn.Module, torch.nn.Module]:
-    """(the model to save, the causal LM to pretrain: the same text weights), seeded."""
-    text = dict(vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, intermediate_size=cfg.intermediate_size,
-                num_hidden_layers=cfg.num_layers, num_attention_heads=cfg.num_heads,
-                num_key_value_heads=cfg.num_kv_heads, head_dim=cfg.head_dim, max_position_embeddings=cfg.max_positions,
+def build_model(architecture: str, cfg: Embedded, tokenizer, seed: int,
+                vocab_rows: int | None = None) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(the model to save, the causal LM to pretrain: the same text weights), seeded. `vocab_rows`:
+    embedding rows beyond the tokenizer's ids, as a real snapshot pads them (Qwen3.5: 248,320)."""
+    text = dict(vocab_size=vocab_rows or len(tokenizer), hidden_size=cfg.hidden_size,
+                intermediate_size=cfg.intermediate_size, num_hidden_layers=cfg.num_layers,
+                num_attention_heads=cfg.num_heads, num_key_value_heads=cfg.num_kv_heads, head_dim=cfg.head_dim,
+                max_position_embeddings=cfg.max_positions,
                 bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     torch.manual_seed(seed)
     if architecture == "qwen3":

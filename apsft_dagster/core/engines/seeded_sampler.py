@@ -27,15 +27,38 @@ from apsft_dagster.core.config import Sampling
 
 
 def warpers(sampling: Sampling) -> LogitsProcessorList:
-    """Hugging Face's sampling warpers for `sampling`, in the order `generate(do_sample=True)` builds them."""
+    """Hugging Face's sampling warpers for `sampling`, in the order `generate(do_sample=True)` builds them
+    (top-p after top-k as `TopPAfterTopK`: the same scores without sorting the vocabulary)."""
     out = LogitsProcessorList()
     if sampling.temperature != 1.0:
         out.append(TemperatureLogitsWarper(sampling.temperature))
     if sampling.top_k != 0:
         out.append(TopKLogitsWarper(top_k=sampling.top_k, min_tokens_to_keep=1))
     if sampling.top_p < 1.0:
-        out.append(TopPLogitsWarper(top_p=sampling.top_p, min_tokens_to_keep=1))
+        out.append((TopPAfterTopK if sampling.top_k != 0 else TopPLogitsWarper)(top_p=sampling.top_p,
+                                                                              min_tokens_to_keep=1))
     return out
+
+
+class TopPAfterTopK(TopPLogitsWarper):
+    """Hugging Face's top-p on scores that top-k left finite in a few places, without its sort of the
+    whole row (with Qwen3.5's 248,320 ids, 22 ms a row a step on one CPU core; the rest of a step
+    costs a fraction of that). Its ascending sort is -inf everywhere but the last m places, which
+    hold the m finite scores ascending: that row is built directly and the same softmax, cumsum and
+    threshold run on it, so every kept score is the same bits. Where tied finite scores straddle the
+    threshold, which one goes could differ from the sort's order (the test compares every draw)."""
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.Tensor) -> torch.Tensor:
+        m = int(torch.isfinite(scores).sum(dim=-1).max())
+        if m * 8 > scores.shape[-1]:  # most of the row is finite: the sort is as cheap
+            return super().__call__(input_ids, scores)
+        values, indices = torch.topk(scores, m, dim=-1)  # descending; a row with fewer finite ends in -inf
+        ascending = torch.full_like(scores, float("-inf"))
+        ascending[..., -m:] = values.flip(-1)
+        remove = ascending.softmax(dim=-1).cumsum(dim=-1)[..., -m:] <= (1 - self.top_p)
+        remove[..., -self.min_tokens_to_keep:] = False
+        drop = torch.zeros_like(scores, dtype=torch.bool).scatter(-1, indices.flip(-1), remove)
+        return scores.masked_fill(drop, self.filter_value)
 
 
 class SeededSampler(LogitsProcessor):
