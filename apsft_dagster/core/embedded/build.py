@@ -41,8 +41,10 @@ def capability_tasks(config: Config, exclude_prompts: Collection[str]) -> list[T
 
 
 def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Path,
-                   log: Callable[[str], None]) -> dict:
-    """Train, save (`save_pretrained`) into `out_dir`, check its capability; return the report for metadata."""
+                   log: Callable[[str], None], real_vocab: bool = False) -> dict:
+    """Train, save (`save_pretrained`) into `out_dir`, check its capability; return the report for metadata.
+    `real_vocab`: on Qwen3.5's real tokenizer and its 248,320 embedding rows (core/qwen35/pretrain.py)
+    instead of a tokenizer trained on the corpus."""
     from apsft_dagster.core.determinism import check_cpu_kernels
 
     cfg, architecture = config.embedded, config.model.architecture
@@ -51,9 +53,16 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
     torch.use_deterministic_algorithms(True)
     corpus = pretraining_tasks(config, set(catalog_prompts))
     records = [format_record(t.prompt, format_thought(t.solution), t.answer) for t in corpus]
-    tokenizer = train_tokenizer(records, cfg.vocab_size, VISION_TOKENS if architecture == "qwen3_5" else ())
-    snapshot, model = build_model(architecture, cfg, tokenizer, config.seeds.experiment)
+    if real_vocab:
+        from apsft_dagster.core.qwen35.pretrain import UsedRowsLoss, real_vocabulary, used_ids
+
+        tokenizer, rows = real_vocabulary()
+    else:
+        extra = VISION_TOKENS if architecture == "qwen3_5" else ()
+        tokenizer, rows = train_tokenizer(records, cfg.vocab_size, extra), None
+    snapshot, model = build_model(architecture, cfg, tokenizer, config.seeds.experiment, vocab_rows=rows)
     examples = encode_examples(corpus, tokenizer)
+    trained = UsedRowsLoss(model, used_ids(examples, tokenizer)) if real_vocab else model
     log(f"pretraining {sum(p.numel() for p in model.parameters()):,} parameters on {len(examples)} "
         f"worked solutions for {cfg.train_steps} steps")
     every = max(1, cfg.train_steps // 10)
@@ -62,7 +71,9 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
         if (step + 1) % every == 0:
             log(f"step {step + 1}/{cfg.train_steps} loss {loss:.3f}")
 
-    losses = pretrain(model, examples, cfg, config.seeds.experiment, tokenizer.pad_token_id, progress)
+    losses = pretrain(trained, examples, cfg, config.seeds.experiment, tokenizer.pad_token_id, progress)
+    if real_vocab:
+        trained.fold()
     save_snapshot(architecture, snapshot, tokenizer, cfg, out_dir)
     held_out = set(catalog_prompts) | {t.prompt for t in corpus}
     capability = capability_report(model, tokenizer, capability_tasks(config, held_out),
@@ -74,6 +85,7 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
         "parameters": sum(p.numel() for p in snapshot.parameters()),
         "text_parameters": sum(p.numel() for p in model.parameters()),
         "vocab_size": len(tokenizer),
+        **({"embedding_rows": rows, "pretrained_rows": len(trained.used)} if real_vocab else {}),
         "pretraining_tasks": len(corpus),
         "pretraining_tokens_seen": cfg.train_steps * cfg.batch_size * sum(len(x) for x, _ in examples) // len(examples),
         "final_loss": sum(tail) / len(tail),

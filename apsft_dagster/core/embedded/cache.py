@@ -23,23 +23,15 @@ from pathlib import Path
 
 from apsft_dagster.core.config import Config, canonical_json
 from apsft_dagster.core.determinism import kernel_settings
-from apsft_dagster.core.paths import state_dir
+from apsft_dagster.core.paths import model_cache_dir
 from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, write_atomic
 
-CACHE_ENV = "APSFT_MODEL_CACHE"
 PACKAGE = Path(__file__).resolve().parents[2]  # apsft_dagster/
 BUILD_CODE = ("core/embedded", "core/tasks", "core/splits.py", "core/protocol.py", "core/seeds.py",
+              "core/engines/seeded_sampler.py",  # the capability check samples through its warpers
               "core/chat_template.jinja")
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 ENTRY = "cache_entry.json"  # beside the model files in a cache folder: the report and fingerprint
-
-
-def cache_dir() -> Path | None:
-    """The cache folder, or None when the cache is off."""
-    value = os.environ.get(CACHE_ENV)
-    if value == "off":
-        return None
-    return Path(value) if value else state_dir() / "model_cache"
 
 
 def code_digest() -> str:
@@ -52,8 +44,9 @@ def code_digest() -> str:
     return fingerprint(files)
 
 
-def cache_key(config: Config, catalog_prompts: Collection[str]) -> str:
-    """Everything the build reads: config sections, seeds, excluded prompts, code, library versions."""
+def cache_key(config: Config, catalog_prompts: Collection[str], real_vocab: bool = False) -> str:
+    """Everything the build reads: config sections, seeds, excluded prompts, code, library versions
+    (and, on Qwen3.5's real vocabulary, its tokenizer's sources and the code that pretrains on it)."""
     inputs = {
         "model_name": config.model.name,
         "architecture": config.model.architecture,
@@ -67,6 +60,10 @@ def cache_key(config: Config, catalog_prompts: Collection[str]) -> str:
         "python": f"{sys.version_info.major}.{sys.version_info.minor}",
         "cpu_kernels": kernel_settings(),
     }
+    if real_vocab:
+        from apsft_dagster.core.qwen35.tokenizer import vocabulary_identity
+
+        inputs["real_vocab"] = vocabulary_identity()
     return hashlib.sha256(canonical_json(inputs)).hexdigest()
 
 
@@ -81,7 +78,7 @@ def profile_key(config: Config) -> str:
 def seed_cache(seeds: Path, folder: Path | None = None) -> list[str]:
     """Copy the entries under `seeds` (folders named by key, as `build_entry` writes them) into the
     cache where it lacks them; return the keys copied. Entries are verified when read, like any."""
-    folder = cache_dir() if folder is None else folder
+    folder = model_cache_dir() if folder is None else folder
     if folder is None or not seeds.is_dir():
         return []
     copied = []
@@ -99,20 +96,20 @@ def seed_cache(seeds: Path, folder: Path | None = None) -> list[str]:
 
 
 def embedded_model(config: Config, catalog_prompts: Collection[str], out_dir: Path,
-                   log: Callable[[str], None]) -> dict:
+                   log: Callable[[str], None], real_vocab: bool = False) -> dict:
     """Fill `out_dir` with the embedded model (from the cache on a hit, else by building it) and
     return the build report plus `cache` ("hit", "miss" or "off") and `cache_key`."""
-    folder = cache_dir()
-    key = cache_key(config, catalog_prompts)
+    folder = model_cache_dir()
+    key = cache_key(config, catalog_prompts, real_vocab)
     if folder is None:
         from apsft_dagster.core.embedded.build import build_embedded  # torch and transformers: only to build
 
-        return {**build_embedded(config, catalog_prompts, out_dir, log), "cache": "off", "cache_key": key}
+        return {**build_embedded(config, catalog_prompts, out_dir, log, real_vocab), "cache": "off", "cache_key": key}
     entry = folder / key
     report = _read_entry(entry, log)
     if report is None:
         log(f"model cache miss ({key[:12]}): building the embedded model")
-        report = build_entry(config, catalog_prompts, entry, log)
+        report = build_entry(config, catalog_prompts, entry, log, real_vocab)
         status = "miss"
     else:
         log(f"model cache hit ({key[:12]}): {entry}")
@@ -137,14 +134,14 @@ def _read_entry(entry: Path, log: Callable[[str], None]) -> dict | None:
 
 
 def build_entry(config: Config, catalog_prompts: Collection[str], entry: Path,
-                 log: Callable[[str], None]) -> dict:
+                log: Callable[[str], None], real_vocab: bool = False) -> dict:
     """Build into a temp sibling and rename it into place, so a killed build leaves no entry."""
     tmp = entry.with_name(f".{entry.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
     from apsft_dagster.core.embedded.build import build_embedded  # torch and transformers: only to build
 
-    report = build_embedded(config, catalog_prompts, tmp, log)
+    report = build_embedded(config, catalog_prompts, tmp, log, real_vocab)
     doc = {"report": report, "fingerprint": fingerprint(dir_digests(tmp))}
     write_atomic(tmp / ENTRY, json.dumps(doc, sort_keys=True, indent=1).encode())
     shutil.rmtree(entry, ignore_errors=True)
