@@ -1,4 +1,4 @@
-"""The registered run's published figures, once (docs/PROTOCOL.md §10 and §15; SPEC.md "Scale").
+"""The registered run's published figures, once (docs/PROTOCOL.md §10 and §15, "Scale").
 
 `apsft plan` prices a profile from its own counts. Where nothing has run yet and the profile
 is the registered protocol (the settings in MEASURED_UNDER), these are its expected figures;
