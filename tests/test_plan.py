@@ -241,6 +241,19 @@ def test_a_rehearsal_replaces_each_envelope_by_its_measured_figure(tmp_path):
     assert "profile plan.pretrain_step_seconds" in measured["model_build"]["throughput_source"]  # not measured
 
 
+def test_a_cpu_rehearsal_of_an_embedded_profile_prices_the_builds_steps_as_timed(tmp_path):
+    """benchmarks/bench_plan.py times a pretraining step; where the file has it, the build's steps
+    are priced at it (the capability check stays at the generation figure)."""
+    c = load_config("smoke")
+    doc = {**copy.deepcopy(REHEARSAL), "pretrain_step": {"seconds": 0.5}}
+    timed = rows_by_key(c, rehearsal=write(tmp_path, doc))["model_build"]
+    untimed = rows_by_key(c, rehearsal=write(tmp_path, REHEARSAL, "plain.json"))["model_build"]
+    steps = c.embedded.train_steps
+    assert timed["hours_high"] - untimed["hours_high"] == pytest.approx(
+        steps * (0.5 - c.plan.pretrain_step_seconds.high) / 3600)
+    assert "pretrain_step.seconds" in timed["throughput_source"]
+
+
 def test_on_vllm_the_rehearsal_prices_generation_with_vllm_where_it_was_measured(tmp_path):
     c = load_config("smoke_vllm")
     unmeasured = rows_by_key(c, rehearsal=write(tmp_path, REHEARSAL))["harvest"]

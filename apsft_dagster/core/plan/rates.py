@@ -5,7 +5,8 @@ seconds each). The profile's: `plan.*` and `training.throughput_tokens_per_s`. A
 (`scripts/gpu_rehearsal.py`'s JSON, format `apsft-gpu-rehearsal/1`) replaces each figure it
 measured with that one figure: generation by the profile's `harvest.backend` (vLLM where it was
 measured, else Transformers, saying so), scoring by `scoring.instrument`, training and merge as
-measured. Keys the format does not name are ignored, so a later rehearsal may add figures.
+measured (and the embedded build's step, where a CPU rehearsal of an embedded profile timed it:
+benchmarks/bench_plan.py). Keys the format does not name are ignored, so a later rehearsal may add figures.
 """
 
 from __future__ import annotations
@@ -110,6 +111,8 @@ def read_rehearsal(path: str | Path) -> dict:
     measured["vllm"] = ({"generation": _figure(doc, REQUIRED_WHEN_VLLM[0], where),
                          "prompt_logprobs": _figure(doc, REQUIRED_WHEN_VLLM[1], where)} if vllm else None)
     measured["vllm_reason"] = str(doc["vllm"].get("reason", "no reason given"))
+    # optional: a CPU rehearsal of an embedded profile (benchmarks/bench_plan.py) times its build's steps
+    measured["pretrain_step"] = _figure(doc, "pretrain_step.seconds", where) if "pretrain_step" in doc else None
     device = doc.get("device") if isinstance(doc.get("device"), str) else "an unnamed device"
     measured["label"] = f"rehearsal {Path(path).name} on {device}" + (
         " (--tiny: CPU at tiny dimensions, not the registered model)" if doc.get("tiny") is True else "")
@@ -138,6 +141,9 @@ def rehearsal_rates(config, measured: dict) -> dict[str, Rate]:
     rates["training"] = tokens_rate(measured["training"], measured["training"], f"{label}: training.tokens_per_s")
     seconds = measured["merge_seconds"]
     rates["merge"] = seconds_rate(seconds, seconds, "merge", f"{label}: merge.seconds")
+    if measured["pretrain_step"] is not None:
+        step = measured["pretrain_step"]
+        rates["pretrain_step"] = seconds_rate(step, step, "step", f"{label}: pretrain_step.seconds")
     return rates
 
 
