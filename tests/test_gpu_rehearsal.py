@@ -2,6 +2,7 @@
 dimensions it builds on a GPU machine."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -31,6 +32,12 @@ def test_the_tiny_rehearsal_measures_every_path(tmp_path):
     assert generation["new_tokens"] == 8 * 32 and generation["tokens_per_s"] > 0  # random weights never stop
     assert result["vllm"]["measured"] is False and "tests/vllm_lane" in result["vllm"]["reason"]
     assert set(result["feeds"]) >= {"training.tokens_per_s", "merge.seconds"}
+    assert (result["tokenizer_ids"], result["embedding_rows"]) == (248077, 248320)  # Qwen3.5's real vocabulary
+    env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path / "state")}
+    plan = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "plan", "--profile", "full", "--rehearsal",
+                           str(out)], capture_output=True, text=True, env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert f"rehearsal {out.name} on cpu (--tiny" in plan.stdout and "training.tokens_per_s" in plan.stdout
 
 
 def test_the_registered_dimensions_are_qwen3_5_4b():
