@@ -258,3 +258,49 @@ def test_a_template_that_opens_the_thinking_turn_packs_the_same_spans(tokenizer,
     assert thinking != template
     for row in (HAND, _masked(HAND, 4)):
         assert render_spans(row, tokenizer, thinking) == render_spans(row, tokenizer, template)
+
+
+# A hand-written template with the habit of Qwen3.5's own: an assistant turn before the last user turn
+# renders without its reasoning (what precedes `</think>`), so a later turn changes an earlier one.
+DROPS_EARLIER_REASONING = (
+    "{%- set ns = namespace(last_user=-1) %}{%- for m in messages %}{%- if m.role == 'user' %}"
+    "{%- set ns.last_user = loop.index0 %}{%- endif %}{%- endfor %}"
+    "{%- for m in messages %}{%- set content = m.content if m.content is string else '' %}"
+    "{%- if m.role == 'assistant' and loop.index0 < ns.last_user and '</think>' in content %}"
+    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}"
+    "{{- '<|im_start|>' + m.role + '\\n' + content + '<|im_end|>\\n' }}{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}")
+REASONED = {"row_id": "reasoned-1", "messages": [
+    {"role": "user", "content": "Add 2 and 3."},
+    {"role": "assistant", "content": "<think>\n2 + 3 = 5\n</think>\n\nANSWER: 5"},
+    {"role": "user", "content": "And 4 more?"},
+    {"role": "assistant", "content": "<think>\n5 + 4 = 9\n</think>\n\nANSWER: 9"},
+]}
+
+
+@pytest.fixture(scope="module")
+def real_tokenizer():
+    from apsft_dagster.core.qwen35.tokenizer import load_qwen35_tokenizer
+
+    return load_qwen35_tokenizer()
+
+
+def test_on_qwen35s_real_tokenizer_the_spans_are_the_hand_written_renderings(real_tokenizer, template):
+    encoded = encode_row(HAND, real_tokenizer, template)
+    assert [_decode(real_tokenizer, encoded.input_ids[a:b]) for _, a, b in encoded.spans] == HAND_CHUNKS
+    assert real_tokenizer.convert_tokens_to_ids("<tool_call>") == 248058 and 248058 in encoded.input_ids
+    trained = [t for t, keep in zip(encoded.input_ids, encoded.loss_mask) if keep]
+    assert _decode(real_tokenizer, trained) == "".join(HAND_TRAINED.values()) and not encoded.anomalies
+    reasoned = encode_row(REASONED, real_tokenizer, template)  # the shipped template keeps every turn's reasoning
+    assert reasoned.input_ids.count(real_tokenizer.convert_tokens_to_ids("</think>")) == 2 and not reasoned.anomalies
+
+
+def test_a_template_that_drops_earlier_turns_reasoning_is_refused_by_name(real_tokenizer, template):
+    """Packing needs each turn's tokens to stay where rendering it alone put them: a template that
+    drops earlier turns' reasoning (as Qwen3.5's own does) would train a turn on text the whole row
+    never renders, so the row is refused naming the first turn it rewrites."""
+    with pytest.raises(LossMaskError, match=r"row 'reasoned-1': rendering messages\[:2\] is not a prefix"):
+        encode_row(REASONED, real_tokenizer, DROPS_EARLIER_REASONING)
+    single = {"row_id": "single", "messages": REASONED["messages"][:2]}  # no later user turn: nothing dropped
+    assert encode_row(single, real_tokenizer, DROPS_EARLIER_REASONING).input_ids == \
+        encode_row(single, real_tokenizer, template).input_ids

@@ -132,3 +132,20 @@ def test_a_moved_added_token_id_is_caught(reference, tmp_path, monkeypatch):
                        [BOUNDARY, *task_texts(), *STRESS])
     neighbour_text = dict(added)[neighbour]
     assert wrong and all(THINK_CLOSE in text or neighbour_text in text for text, _, _ in wrong)
+
+
+def test_a_snapshot_loads_it_as_transformers_own_qwen3_5_tokenizer_with_the_same_ids(reference, tmp_path):
+    """Beside a Qwen3.5 config.json, AutoTokenizer builds transformers' own Qwen3_5Tokenizer from the
+    files (its class for model_type qwen3_5): what every stage loads gives the same ids and the
+    untrimmed offsets span location needs."""
+    from transformers import AutoTokenizer
+
+    from tiny import tiny_snapshot
+
+    loaded = AutoTokenizer.from_pretrained(tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2))
+    assert type(loaded).__name__ == "Qwen3_5Tokenizer"
+    corpus = [*task_texts(), BOUNDARY, *STRESS, *seeded_strings(200)]
+    assert not mismatches(loaded, reference, corpus)
+    text = "3\n</think>\n\nANSWER: 5"
+    assert loaded(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"] == \
+        [(0, 1), (1, 2), (2, 10), (10, 12), (12, 15), (15, 18), (18, 19), (19, 20), (20, 21)]
