@@ -40,3 +40,48 @@ def test_paced_step_lines_carry_a_rate_timed_from_the_loop_start(monkeypatch):
     say("saved")  # 80 s: not a step line, passed on as it is
     assert said == ["pretraining 1,000 parameters", "step 100/400 loss 1.2 · 200.0 steps/min, about 2 min left",
                     "step 200/400 loss 0.9 · 200.0 steps/min, about 60 s left", "saved"]
+
+
+def test_a_log_gets_the_first_and_last_count_each_tenth_and_one_a_minute(monkeypatch):
+    """Throttle, against the rule written out by hand: of 100 counted lines 3 s apart, the first, the
+    ten that start a new tenth (10, 20, ... 100, the last among them) and none for the minute rule
+    (a tenth is 30 s); of 10 lines 90 s apart, every one (each a minute after the one before)."""
+    now = [0.0]
+    monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
+    throttle, shown = common.Throttle(), []
+    for done in range(1, 101):
+        now[0] = 3.0 * done
+        if throttle.due(f"step {done}/100 loss 1.0"):
+            shown.append(done)
+    assert shown == [1, 10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
+    slow = common.Throttle()
+    seen = []
+    for done in range(1, 11):
+        now[0] = 1000.0 + 90.0 * done
+        seen.append(slow.due(f"[{done}/1000] task-{done}: made"))
+    assert all(seen)
+
+
+def test_a_quiet_stretch_longer_than_a_minute_is_broken_by_the_next_count(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
+    throttle = common.Throttle()
+    assert throttle.due("[1/1000] a: made")  # the first
+    now[0] = 59.0
+    assert not throttle.due("[2/1000] b: made")  # same tenth, under a minute
+    now[0] = 61.0
+    assert throttle.due("[3/1000] c: made")  # a minute since the last line shown
+    assert throttle.due("pretraining 886,144 parameters")  # not a count: always
+    assert throttle.due("[1-400/1000] 400 kept (verified): a .. z")  # a range counts its last: a new tenth
+
+
+def test_counted_lines_carry_the_rate_and_time_left(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
+    lines = []
+    progress = common.counted("stage_a base", lines.append)
+    now[0] = 30.0
+    progress(1, 4)  # 30 s an item, 3 left
+    now[0] = 40.0
+    progress(2, 4)  # 20 s an item now, 2 left; a new tenth, so shown
+    assert lines == ["[1/4] stage_a base · 2.0/min, about 2 min left", "[2/4] stage_a base · 3.0/min, about 40 s left"]

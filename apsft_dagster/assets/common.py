@@ -138,11 +138,17 @@ def _log_kept(context: dg.AssetExecutionContext, kept: list[tuple[int, str]], to
 
 
 def log_and_show(context: dg.AssetExecutionContext) -> Callable[[str], None]:
-    """Progress lines for the run's log and, in a terminal, for the person watching (Dagster's
-    console log shows warnings only unless `apsft run --verbose`)."""
+    """Progress lines for the run's log and for the person watching on stderr (Dagster's console
+    log shows warnings only unless `apsft run --verbose`): every line in a terminal; where stderr is
+    a pipe or a file (`apsft run | tee run.log`, CI), the counted lines `core.progress.Throttle` lets
+    through, at least one a minute and about ten a stage."""
+    from apsft_dagster.core.progress import Throttle
+
+    terminal, throttle = sys.stderr.isatty(), Throttle()
+
     def say(message: str) -> None:
         context.log.info(message)
-        if sys.stderr.isatty():
+        if terminal or throttle.due(message):
             print(f"  {context.asset_key.to_user_string()}: {message}", file=sys.stderr, flush=True)
     return say
 
@@ -163,7 +169,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     from apsft_dagster.core.progress import Pace
     from apsft_dagster.core.store import json_bytes, sha256_bytes
 
-    digests, counts, pace, kept = {}, Counter(), Pace(tasks.height), []
+    digests, counts, pace, kept, say = {}, Counter(), Pace(tasks.height), [], log_and_show(context)
     rows = tasks.sort("task_id").iter_rows(named=True)
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
@@ -177,8 +183,11 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
             continue
         _log_kept(context, kept, tasks.height)
         shown = ", ".join(f"{k} {v}" for k, v in figures.items())
-        context.log.info(f"[{i + 1}/{tasks.height}] {task['task_id']}: {action}" + (f" ({shown})" if shown else "")
-                         + pace_note)
+        line = f"[{i + 1}/{tasks.height}] {task['task_id']}: {action}" + (f" ({shown})" if shown else "") + pace_note
+        if sys.stderr.isatty():  # the bar is the live line; the log gets each task
+            context.log.info(line)
+        else:
+            say(line)
     _log_kept(context, kept, tasks.height)
     return dg.MaterializeResult(metadata={"tasks_in_run": tasks.height, **counts},
                                 data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))

@@ -52,3 +52,41 @@ def paced(say: Callable[[str], None]) -> Callable[[str], None]:
             message += rate((time.perf_counter() - started) / done, int(found[2]) - done, "steps")
         say(message)
     return out
+
+
+COUNTED = re.compile(r"^(?:step |\[(?:\d+-)?)(\d+)/(\d+)\b")  # `step 36/360 ...`, `[7/360] ...`, `[1-7/360] ...`
+
+
+class Throttle:
+    """Which progress lines a log that is not a terminal gets: every line that is not a count
+    (`step N/M`, `[N/M]`), and of the counts the first, the last, each that crosses another tenth
+    of the total, and any that comes `every` seconds or more after the last one shown. So a long
+    stage writes a line at least once a minute and about ten in all, whatever its pace."""
+
+    def __init__(self, every: float = 60.0):
+        self.every, self.shown_at, self.tenth = every, None, -1
+
+    def due(self, message: str) -> bool:
+        found = COUNTED.match(message)
+        if found is None:
+            return True
+        done, total = int(found[1]), max(1, int(found[2]))
+        now, tenth = time.perf_counter(), 10 * done // total
+        if self.shown_at is None or done >= total or tenth > self.tenth or now - self.shown_at >= self.every:
+            self.shown_at, self.tenth = now, tenth
+            return True
+        return False
+
+
+def counted(desc: str, say: Callable[[str], None]) -> Callable[[int, int], None]:
+    """A `progress(done, total)` callback for a loop that reports counts, not lines: `[done/total]
+    desc` with the rate and time left, through `say` (a `Throttle` decides what a log gets)."""
+    started, throttle = time.perf_counter(), Throttle()
+
+    def progress(done: int, total: int) -> None:
+        line = f"[{done}/{total}] {desc}"
+        if done:
+            line += rate((time.perf_counter() - started) / done, total - done)
+        if throttle.due(line):
+            say(line)
+    return progress

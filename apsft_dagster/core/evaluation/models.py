@@ -15,6 +15,7 @@ from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.evaluation.generations import generate_policy
 from apsft_dagster.core.layout import BASE_MODEL_REPORT, merged_dir, merged_report, probe_report
 from apsft_dagster.core.policies import BASE
+from apsft_dagster.core.progress import counted
 
 
 def model_of(store, config, policy: str) -> tuple[str, str]:
@@ -36,13 +37,17 @@ def model_of(store, config, policy: str) -> tuple[str, str]:
 def generate_into(store, name: str, sources: list[str], engine, tasks: pl.DataFrame, fingerprint: str, model_dir: str,
                   allowance: int, desc: str, **sampling) -> tuple[str, dict]:
     """Generate `tasks` (rows of the `sources` artifacts whose key still holds are reused), with a
-    progress bar in a terminal, and write them to `name`: (digest, figures)."""
+    progress bar in a terminal, else counted lines on stderr (at least one a minute), and write
+    them to `name`: (digest, figures)."""
     found = [store.get_parquet(n) for n in sources if store.exists(n)]
     previous = pl.concat(found, how="diagonal_relaxed") if found else None
     bar = tqdm(total=tasks.height, desc=desc, disable=not sys.stderr.isatty())
+    logged = counted(desc, lambda line: print(f"  {line}", file=sys.stderr, flush=True))
 
     def progress(done: int, total: int) -> None:
         bar.update(done - bar.n)
+        if bar.disable:
+            logged(done, total)
 
     frame, figures = generate_policy(engine, tasks, fingerprint, model_dir, allowance, previous, progress, **sampling)
     bar.close()
