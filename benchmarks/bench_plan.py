@@ -68,7 +68,8 @@ def measure(bench, config, store) -> dict:
         merge_s = timed(lambda: merge_snapshot(path, adapter, Path(scratch) / "merged"))
     return {"format": "apsft-gpu-rehearsal/1", "tiny": False, "device": f"cpu ({torch.get_num_threads()} threads)",
             "dimensions": f"{config.profile}'s own model (the store's)", "torch": torch.__version__,
-            "transformers_generation": {"tokens_per_s": generated / seconds, "new_tokens": generated, "seconds": seconds},
+            "transformers_generation": {"tokens_per_s": generated / seconds, "new_tokens": generated,
+                                        "seconds": seconds},
             "scoring": {"bank": {"tokens_per_s": scored / score_s, "tokens": scored, "seconds": score_s}},
             "training": {"tokens_per_s": training}, "merge": {"seconds": merge_s},
             "pretrain_step": {"seconds": pretrain_step_seconds(config)},
