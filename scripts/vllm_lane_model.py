@@ -21,13 +21,10 @@ import time
 from pathlib import Path
 
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.paths import PROJECT_ROOT
-from apsft_dagster.core.embedded.cache import seed_cache
 from apsft_dagster.core.paths import state_dir
 from apsft_dagster.core.store import dir_digests, fingerprint
 
 PROFILE = "smoke_vllm"
-SEEDS = PROJECT_ROOT / "tests" / "model_seed"
 ROWS = 12  # worked solutions the adapter learns: 3 optimizer steps per epoch at grad_accum 4
 FIRST_INDEX = 100_000  # far past the build's pretraining and capability indices (150 + 45 per cell)
 
@@ -90,7 +87,6 @@ def main(argv: list[str]) -> int:
     from apsft_dagster.core.training.merge import merge_snapshot
 
     out = Path(argv[0]) if argv else state_dir() / "vllm_lane"
-    seed_cache(SEEDS)  # the committed seed entry: a clean clone copies the model instead of building it
     config = load_config(PROFILE)
     started = time.perf_counter()
     tmp = out.with_name(f".{out.name}.tmp")

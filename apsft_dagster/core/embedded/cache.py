@@ -7,7 +7,9 @@ run (core/determinism.py: pinned, the same on every AVX2 machine). Equal keys gi
 equal bytes (the build is deterministic; a test proves it with the cache off), so a hit is the
 same model as a rebuild, with the same fingerprint and so the same seal.
 
-`APSFT_MODEL_CACHE` names the cache folder (default `<state>/model_cache`); `off` disables it.
+`APSFT_MODEL_CACHE` names the cache folder (default `<state>/model_cache`); `off` disables it, and
+with it the shipped models. A miss takes the shipped entry of its key where the project ships one
+(core/embedded/shipped.py: verified file by file, refused by name) before it would build.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 
 from apsft_dagster.core.config import Config, canonical_json
 from apsft_dagster.core.determinism import kernel_settings
+from apsft_dagster.core.embedded.shipped import ENTRY, copy_entry, shipped_entry, verify_shipped
 from apsft_dagster.core.paths import model_cache_dir
 from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, write_atomic
 
@@ -30,8 +33,8 @@ PACKAGE = Path(__file__).resolve().parents[2]  # apsft_dagster/
 BUILD_CODE = ("core/embedded", "core/tasks", "core/splits.py", "core/protocol.py", "core/seeds.py",
               "core/engines/seeded_sampler.py",  # the capability check samples through its warpers
               "core/chat_template.jinja")
+NOT_BUILD_CODE = ("core/embedded/cache.py", "core/embedded/shipped.py")  # they store and copy; no byte of a model
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
-ENTRY = "cache_entry.json"  # beside the model files in a cache folder: the report and fingerprint
 
 
 def code_digest() -> str:
@@ -40,7 +43,8 @@ def code_digest() -> str:
     for part in BUILD_CODE:
         root = PACKAGE / part
         for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
-            files[path.relative_to(PACKAGE).as_posix()] = sha256_bytes(path.read_bytes())
+            if path.relative_to(PACKAGE).as_posix() not in NOT_BUILD_CODE:
+                files[path.relative_to(PACKAGE).as_posix()] = sha256_bytes(path.read_bytes())
     return fingerprint(files)
 
 
@@ -75,30 +79,11 @@ def profile_key(config: Config) -> str:
     return cache_key(config, build_catalog(config)["prompt"].to_list())
 
 
-def seed_cache(seeds: Path, folder: Path | None = None) -> list[str]:
-    """Copy the entries under `seeds` (folders named by key, as `build_entry` writes them) into the
-    cache where it lacks them; return the keys copied. Entries are verified when read, like any."""
-    folder = model_cache_dir() if folder is None else folder
-    if folder is None or not seeds.is_dir():
-        return []
-    copied = []
-    for entry in sorted(p for p in seeds.iterdir() if (p / ENTRY).is_file()):
-        target = folder / entry.name
-        if (target / ENTRY).is_file():
-            continue
-        tmp = target.with_name(f".{entry.name}.tmp-{os.getpid()}")
-        shutil.rmtree(tmp, ignore_errors=True)
-        shutil.copytree(entry, tmp)
-        shutil.rmtree(target, ignore_errors=True)
-        os.replace(tmp, target)
-        copied.append(entry.name)
-    return copied
-
-
 def embedded_model(config: Config, catalog_prompts: Collection[str], out_dir: Path,
                    log: Callable[[str], None], real_vocab: bool = False) -> dict:
-    """Fill `out_dir` with the embedded model (from the cache on a hit, else by building it) and
-    return the build report plus `cache` ("hit", "miss" or "off") and `cache_key`."""
+    """Fill `out_dir` with the embedded model (from the cache on a hit, else from the shipped entry
+    of its key, else by building it) and return the build report plus `cache` ("hit", "shipped",
+    "miss" or "off") and `cache_key`."""
     folder = model_cache_dir()
     key = cache_key(config, catalog_prompts, real_vocab)
     if folder is None:
@@ -106,8 +91,13 @@ def embedded_model(config: Config, catalog_prompts: Collection[str], out_dir: Pa
 
         return {**build_embedded(config, catalog_prompts, out_dir, log, real_vocab), "cache": "off", "cache_key": key}
     entry = folder / key
-    report = _read_entry(entry, log)
-    if report is None:
+    report, shipped = _read_entry(entry, log), shipped_entry(key)
+    if report is None and shipped is not None:
+        report = verify_shipped(shipped)  # refused by name before anything is copied
+        copy_entry(shipped, entry)
+        log(f"model cache miss ({key[:12]}): the shipped model {shipped.name[:12]}, verified, no build")
+        status = "shipped"
+    elif report is None:
         log(f"model cache miss ({key[:12]}): building the embedded model")
         report = build_entry(config, catalog_prompts, entry, log, real_vocab)
         status = "miss"
@@ -142,7 +132,8 @@ def build_entry(config: Config, catalog_prompts: Collection[str], entry: Path,
     from apsft_dagster.core.embedded.build import build_embedded  # torch and transformers: only to build
 
     report = build_embedded(config, catalog_prompts, tmp, log, real_vocab)
-    doc = {"report": report, "fingerprint": fingerprint(dir_digests(tmp))}
+    files = dir_digests(tmp)
+    doc = {"report": report, "fingerprint": fingerprint(files), "files": files}  # files: a shipped entry's check
     write_atomic(tmp / ENTRY, json.dumps(doc, sort_keys=True, indent=1).encode())
     shutil.rmtree(entry, ignore_errors=True)
     os.replace(tmp, entry)
