@@ -38,12 +38,6 @@ JOBS = {"model_build": ("tasks_and_model_job",), "harvest": ("trace_bank_job",),
 LINE = re.compile(r"^\s+(\w+_job)\s+ok\s+([\d.]+) s")
 
 
-def timed(work) -> float:
-    started = time.perf_counter()
-    work()
-    return time.perf_counter() - started
-
-
 def measure(bench, config, store) -> dict:
     """The rehearsal document's figures, measured on the store's model."""
     import torch
@@ -65,7 +59,7 @@ def measure(bench, config, store) -> dict:
     del model
     adapter = sorted(p for p in store.path(ADAPTERS).iterdir() if p.is_dir())[0]
     with tempfile.TemporaryDirectory() as scratch:
-        merge_s = timed(lambda: merge_snapshot(path, adapter, Path(scratch) / "merged"))
+        _, merge_s = _count(lambda: merge_snapshot(path, adapter, Path(scratch) / "merged"))
     return {"format": "apsft-gpu-rehearsal/1", "tiny": False, "device": f"cpu ({torch.get_num_threads()} threads)",
             "dimensions": f"{config.profile}'s own model (the store's)", "torch": torch.__version__,
             "transformers_generation": {"tokens_per_s": generated / seconds, "new_tokens": generated,

@@ -43,8 +43,8 @@ def code_digest() -> str:
     for part in BUILD_CODE:
         root = PACKAGE / part
         for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
-            if path.relative_to(PACKAGE).as_posix() not in NOT_BUILD_CODE:
-                files[path.relative_to(PACKAGE).as_posix()] = sha256_bytes(path.read_bytes())
+            if (name := path.relative_to(PACKAGE).as_posix()) not in NOT_BUILD_CODE:
+                files[name] = sha256_bytes(path.read_bytes())
     return fingerprint(files)
 
 
