@@ -42,10 +42,10 @@ def test_paced_step_lines_carry_a_rate_timed_from_the_loop_start(monkeypatch):
                     "step 200/400 loss 0.9 · 200.0 steps/min, about 60 s left", "saved"]
 
 
-def test_a_log_gets_the_first_and_last_count_each_tenth_and_one_a_minute(monkeypatch):
+def test_a_log_gets_the_first_and_last_count_each_tenth_and_one_each_half_minute(monkeypatch):
     """Throttle, against the rule written out by hand: of 100 counted lines 3 s apart, the first, the
-    ten that start a new tenth (10, 20, ... 100, the last among them) and none for the minute rule
-    (a tenth is 30 s); of 10 lines 90 s apart, every one (each a minute after the one before)."""
+    ten that start a new tenth (10, 20, ... 100, the last among them) and none for the time rule
+    (a tenth is 30 s); of 10 lines 90 s apart, every one (each over half a minute after the last)."""
     now = [0.0]
     monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
     throttle, shown = common.Throttle(), []
@@ -62,15 +62,15 @@ def test_a_log_gets_the_first_and_last_count_each_tenth_and_one_a_minute(monkeyp
     assert all(seen)
 
 
-def test_a_quiet_stretch_longer_than_a_minute_is_broken_by_the_next_count(monkeypatch):
+def test_a_quiet_stretch_longer_than_half_a_minute_is_broken_by_the_next_count(monkeypatch):
     now = [0.0]
     monkeypatch.setattr(common.time, "perf_counter", lambda: now[0])
     throttle = common.Throttle()
     assert throttle.due("[1/1000] a: made")  # the first
-    now[0] = 59.0
-    assert not throttle.due("[2/1000] b: made")  # same tenth, under a minute
-    now[0] = 61.0
-    assert throttle.due("[3/1000] c: made")  # a minute since the last line shown
+    now[0] = 29.0
+    assert not throttle.due("[2/1000] b: made")  # same tenth, under half a minute
+    now[0] = 31.0
+    assert throttle.due("[3/1000] c: made")  # half a minute since the last line shown
     assert throttle.due("pretraining 886,144 parameters")  # not a count: always
     assert throttle.due("[1-400/1000] 400 kept (verified): a .. z")  # a range counts its last: a new tenth
 

@@ -61,9 +61,11 @@ class Throttle:
     """Which progress lines a log that is not a terminal gets: every line that is not a count
     (`step N/M`, `[N/M]`), and of the counts the first, the last, each that crosses another tenth
     of the total, and any that comes `every` seconds or more after the last one shown. So a long
-    stage writes a line at least once a minute and about ten in all, whatever its pace."""
+    stage writes about ten lines in all, and between two of them at most `every` seconds pass plus
+    one item's time (a model build's step: under a second; a laptop harvest's task: about 35 s),
+    which keeps the gap under a minute."""
 
-    def __init__(self, every: float = 60.0):
+    def __init__(self, every: float = 30.0):
         self.every, self.shown_at, self.tenth = every, None, -1
 
     def due(self, message: str) -> bool:

@@ -46,6 +46,7 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
     `real_vocab`: on Qwen3.5's real tokenizer and its 248,320 embedding rows (core/qwen35/pretrain.py)
     instead of a tokenizer trained on the corpus."""
     from apsft_dagster.core.determinism import check_cpu_kernels
+    from apsft_dagster.core.progress import Throttle
 
     cfg, architecture = config.embedded, config.model.architecture
     check_cpu_kernels()
@@ -65,11 +66,12 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
     trained = UsedRowsLoss(model, used_ids(examples, tokenizer)) if real_vocab else model
     log(f"pretraining {sum(p.numel() for p in model.parameters()):,} parameters on {len(examples)} "
         f"worked solutions for {cfg.train_steps} steps")
-    every = max(1, cfg.train_steps // 10)
+    throttle = Throttle()  # the first step, each tenth, the last, and one each half minute between
 
     def progress(step: int, loss: float) -> None:
-        if (step + 1) % every == 0:
-            log(f"step {step + 1}/{cfg.train_steps} loss {loss:.3f}")
+        line = f"step {step + 1}/{cfg.train_steps} loss {loss:.3f}"
+        if throttle.due(line):
+            log(line)
 
     losses = pretrain(trained, examples, cfg, config.seeds.experiment, tokenizer.pad_token_id, progress)
     if real_vocab:
@@ -78,7 +80,7 @@ def build_embedded(config: Config, catalog_prompts: Collection[str], out_dir: Pa
     held_out = set(catalog_prompts) | {t.prompt for t in corpus}
     capability = capability_report(model, tokenizer, capability_tasks(config, held_out),
                                    allowance=cfg.capability_allowance, sampling=config.harvest.sampling,
-                                   samples=cfg.capability_samples, seed=config.seeds.experiment)
+                                   samples=cfg.capability_samples, seed=config.seeds.experiment, log=log)
     tail = losses[-max(1, len(losses) // 10):]
     return {
         "architecture": type(snapshot).__name__,

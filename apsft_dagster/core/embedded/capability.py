@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 
@@ -34,13 +34,17 @@ def complete(model, tokenizer, prompts: Sequence[str], max_new_tokens: int,
 
 
 def capability_report(model, tokenizer, tasks: Sequence[Task], *, allowance: int, sampling: Sampling,
-                 samples: int, seed: int) -> dict:
-    """Closed = the completion emits `</think>` within the allowance; correct = parsed answer exact."""
+                 samples: int, seed: int, log: Callable[[str], None] = lambda line: None) -> dict:
+    """Closed = the completion emits `</think>` within the allowance; correct = parsed answer exact.
+    `log` gets one line per round of generation (`[2/3] capability check: sampled round 1`)."""
     prompts = [t.prompt for t in tasks]
-    report = {}
+    report, done = {}, 0
     for mode, rounds in (("greedy", [None]), ("sampled", [sampling] * samples)):
         closed = correct = total = 0
         for r, knobs in enumerate(rounds):
+            done += 1
+            log(f"[{done}/{1 + samples}] capability check on {len(prompts)} tasks: {mode}"
+                + (f" round {r + 1}" if knobs else ""))
             texts = complete(model, tokenizer, prompts, allowance, knobs, capability_seed(seed, r))
             for task, text in zip(tasks, texts):
                 closed += THINK_CLOSE in text

@@ -37,7 +37,7 @@ def model_of(store, config, policy: str) -> tuple[str, str]:
 def generate_into(store, name: str, sources: list[str], engine, tasks: pl.DataFrame, fingerprint: str, model_dir: str,
                   allowance: int, desc: str, **sampling) -> tuple[str, dict]:
     """Generate `tasks` (rows of the `sources` artifacts whose key still holds are reused), with a
-    progress bar in a terminal, else counted lines on stderr (at least one a minute), and write
+    progress bar in a terminal, else counted lines on stderr (one each half minute, and each tenth), and write
     them to `name`: (digest, figures)."""
     found = [store.get_parquet(n) for n in sources if store.exists(n)]
     previous = pl.concat(found, how="diagonal_relaxed") if found else None

@@ -17,7 +17,7 @@ import torch
 
 from apsft_dagster.core.config import Compute, Training
 from apsft_dagster.core.errors import TrainingError
-from apsft_dagster.core.progress import Pace
+from apsft_dagster.core.progress import Pace, Throttle
 from apsft_dagster.core.training.checkpoint import Checkpoints
 from apsft_dagster.core.training.lora import (adapter_state, lora_config, lora_pairs, quiet_peft, state_digest,
                                               target_modules)
@@ -148,15 +148,15 @@ def train(model, examples: list[Example], windows: list[list[int]], training: Tr
         log(f"resumed at optimizer step {step}/{total_steps} from {checkpoints.name}")
     resumed_from = step
     model.train()
-    every, pace = max(1, total_steps // 10), Pace(total_steps - step, "steps")
+    throttle, pace = Throttle(), Pace(total_steps - step, "steps")  # each tenth, and each half minute
     while step < total_steps:
         curve.append(_step(model, [examples[i] for i in windows[step]], training, optimizer, params))
         curve[-1].update(step=step + 1, lr=scheduler.get_last_lr()[0])
         scheduler.step()
         step += 1
-        shown = pace.step(worked=True)
-        if step % every == 0 or step == total_steps:
-            log(f"step {step}/{total_steps} loss {curve[-1]['loss']:.4f}{shown}")
+        line = f"step {step}/{total_steps} loss {curve[-1]['loss']:.4f}{pace.step(worked=True)}"
+        if throttle.due(line):
+            log(line)
         if step % training.checkpoint_every == 0 and step < total_steps:
             checkpoints.save(_state(model, optimizer, scheduler), {"step": step, "curve": curve, "identity": identity,
                                                                    "initial_digest": initial_digest})
