@@ -41,6 +41,7 @@ print(fingerprint(dir_digests(out)))
 """
 
 
+@pytest.mark.slow
 def test_build_is_identical_in_process_and_in_a_fresh_process(small, tmp_path):
     here = tmp_path / "here"
     here.mkdir()
@@ -171,3 +172,28 @@ def test_a_tampered_shipped_entry_is_refused_by_name_and_nothing_is_written(tmp_
     assert list(out.iterdir()) == []
     cache = tmp_path / "cache"
     assert not cache.exists() or list(cache.iterdir()) == []
+
+
+def _entry(folder, weights: bytes):
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(weights)
+    files = dir_digests(folder)
+    (folder / ENTRY).write_text(json.dumps({"report": {}, "fingerprint": fingerprint(files), "files": files}))
+    return folder
+
+
+def test_an_entry_placed_meanwhile_by_another_process_stays_if_intact(tmp_path):
+    """Two runs (or two test workers) missing the same key at once: the second to finish keeps the
+    first one's intact entry (a reader may be copying from it) and drops its own temp folder; a
+    broken entry in the way is replaced."""
+    from apsft_dagster.core.embedded.shipped import place_entry
+
+    target = _entry(tmp_path / "key", b"first")
+    place_entry(_entry(tmp_path / ".key.tmp-2", b"second"), target)
+    assert (target / "model.safetensors").read_bytes() == b"first" and not (tmp_path / ".key.tmp-2").exists()
+    (target / "model.safetensors").write_bytes(b"broken")  # no longer its fingerprint
+    place_entry(_entry(tmp_path / ".key.tmp-3", b"third"), target)
+    assert (target / "model.safetensors").read_bytes() == b"third"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["key"]  # nothing aside left behind
+    place_entry(_entry(tmp_path / ".new.tmp-4", b"fourth"), tmp_path / "new")  # nothing there: a rename
+    assert (tmp_path / "new" / "model.safetensors").read_bytes() == b"fourth"

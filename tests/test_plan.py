@@ -305,3 +305,19 @@ def test_the_plan_section_is_outside_the_digest_and_plan_needs_it(tmp_path, caps
     crossed = variant_config(tmp_path, lambda r: r["plan"]["generation_tokens_per_s"].update(low=9e9))
     with pytest.raises(ConfigError, match=r"plan\.generation_tokens_per_s: low \(9000000000\.0\) must not exceed high"):
         load_config(path=crossed)
+
+
+def test_a_shipped_or_cached_model_is_priced_as_a_copy_not_a_build(tmp_path, monkeypatch):
+    """The smoke model ships built: the plan's build row is done (a verified copy) and costs nothing
+    of the remaining total; with the cache off, or a profile whose key nothing holds, it is a build."""
+    c = load_config("smoke")
+    monkeypatch.setenv("APSFT_MODEL_CACHE", str(tmp_path / "empty_cache"))
+    shipped = rows_by_key(c)["model_build"]
+    assert shipped["done"] == 1.0 and shipped["counts"] == "shipped"
+    assert shipped["notes"] == ["no build: the shipped model, copied and verified"]
+    monkeypatch.setenv("APSFT_MODEL_CACHE", "off")
+    built = rows_by_key(c)["model_build"]
+    assert built["done"] == 0.0 and built["counts"] != "shipped" and built["hours_high"] == shipped["hours_high"]
+    monkeypatch.setenv("APSFT_MODEL_CACHE", str(tmp_path / "empty_cache"))
+    other = c.model_copy(update={"embedded": c.embedded.model_copy(update={"train_steps": 7})})
+    assert rows_by_key(other)["model_build"]["done"] == 0.0  # a key no entry has

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from apsft_dagster.core.config import Config, canonical_json
 from apsft_dagster.core.determinism import kernel_settings
-from apsft_dagster.core.embedded.shipped import ENTRY, copy_entry, shipped_entry, verify_shipped
+from apsft_dagster.core.embedded.shipped import ENTRY, copy_entry, place_entry, shipped_entry, verify_shipped
 from apsft_dagster.core.paths import model_cache_dir
 from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, write_atomic
 
@@ -77,6 +77,18 @@ def profile_key(config: Config) -> str:
     from apsft_dagster.core.tasks.splits import build_catalog
 
     return cache_key(config, build_catalog(config)["prompt"].to_list())
+
+
+def model_at_hand(config: Config) -> str | None:
+    """`"cache"` or `"shipped"` where a run of this profile would copy its embedded model (its key is in
+    the model cache, or the package ships it), None where it would build it (or the cache is off)."""
+    folder = model_cache_dir()
+    if folder is None:
+        return None
+    key = profile_key(config)
+    if (folder / key / ENTRY).is_file():
+        return "cache"
+    return "shipped" if shipped_entry(key) is not None else None
 
 
 def embedded_model(config: Config, catalog_prompts: Collection[str], out_dir: Path,
@@ -135,6 +147,5 @@ def build_entry(config: Config, catalog_prompts: Collection[str], entry: Path,
     files = dir_digests(tmp)
     doc = {"report": report, "fingerprint": fingerprint(files), "files": files}  # files: a shipped entry's check
     write_atomic(tmp / ENTRY, json.dumps(doc, sort_keys=True, indent=1).encode())
-    shutil.rmtree(entry, ignore_errors=True)
-    os.replace(tmp, entry)
+    place_entry(tmp, entry)
     return report

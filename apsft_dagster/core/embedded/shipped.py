@@ -59,5 +59,30 @@ def copy_entry(source: Path, target: Path) -> None:
     tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)
     shutil.copytree(source, tmp)
-    shutil.rmtree(target, ignore_errors=True)
+    place_entry(tmp, target)
+
+
+def place_entry(tmp: Path, target: Path) -> None:
+    """Rename a finished temp folder to `target`. Where another process placed an entry there
+    meanwhile (two runs, or two test workers, missing the same key at once), the one whose files
+    match its recorded fingerprint stays, so a reader copying from it never sees it vanish: equal
+    keys give equal bytes. A stale or broken one is moved aside, then removed."""
+    try:
+        os.replace(tmp, target)  # a folder renames onto a missing or empty one only
+        return
+    except OSError:
+        if _intact(target):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return
+    aside = target.with_name(f".{target.name}.stale-{os.getpid()}")
+    os.replace(target, aside)
     os.replace(tmp, target)
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _intact(entry: Path) -> bool:
+    try:
+        recorded = json.loads((entry / ENTRY).read_text())["fingerprint"]
+    except (OSError, json.JSONDecodeError, KeyError, TypeError):
+        return False
+    return fingerprint({k: v for k, v in dir_digests(entry).items() if k != ENTRY}) == recorded

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from apsft_dagster.core.arms import ARMS, the_arm
+from apsft_dagster.core.embedded.cache import model_at_hand
 from apsft_dagster.core.plan import registered
 from apsft_dagster.core.plan.observed import Observed
 from apsft_dagster.core.policies import stage_a_eval_keys, stage_a_policies
@@ -101,8 +102,11 @@ def model_build(config, seen: Observed) -> Stage:
     work = (f"{cfg.train_steps:,} pretraining steps x batch {cfg.batch_size} (<= {cfg.max_positions:,} tokens each); "
             f"capability check {cfg.capability_tasks} tasks x {cfg.capability_samples + 1} x "
             f"<= {cfg.capability_allowance}")
-    return Stage("model_build", "embedded model build", work, "store" if seen.base_model else REGISTERED_COUNTS, parts,
-                 done=1.0 if seen.base_model else 0.0)
+    at_hand = "store" if seen.base_model else model_at_hand(config)  # a copy, not a build
+    copied = {"cache": "the cached model", "shipped": "the shipped model"}.get(at_hand)
+    notes = [f"no build: {copied}, copied and verified"] if copied else []
+    return Stage("model_build", "embedded model build", work, at_hand or REGISTERED_COUNTS, parts,
+                 done=1.0 if at_hand else 0.0, notes=notes)
 
 
 def harvest(config, seen: Observed) -> Stage:
