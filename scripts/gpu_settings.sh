@@ -19,14 +19,21 @@ GPU_LOCK="${APSFT_GPU_LOCK:-requirements/gpu.lock}"  # a test points it at a mut
 GPU_TOOLS=".apsft/tools/uv-$GPU_UV_VERSION"
 GPU_UV="$GPU_TOOLS/bin/uv"
 
-ensure_uv() {
-  if [ -x "$GPU_UV" ] && [ "$("$GPU_UV" --version 2>/dev/null | cut -d' ' -f2)" = "$GPU_UV_VERSION" ]; then
-    return
+uv_ready() { [ -x "$GPU_UV" ] && [ "$("$GPU_UV" --version 2>/dev/null | cut -d' ' -f2)" = "$GPU_UV_VERSION" ]; }
+
+ensure_uv() {  # under a lock, so two setups (or two test workers) at once install it once
+  uv_ready && return
+  mkdir -p "$(dirname "$GPU_TOOLS")"
+  exec {uv_lock}> "$GPU_TOOLS.lock"
+  flock "$uv_lock"
+  if ! uv_ready; then
+    step "installing uv==$GPU_UV_VERSION into $GPU_TOOLS (once: python3 -m venv, then pip)"
+    rm -rf "$GPU_TOOLS"
+    python3 -m venv "$GPU_TOOLS"
+    "$GPU_TOOLS/bin/python" -m pip install -q --disable-pip-version-check "uv==$GPU_UV_VERSION" 2>&1 \
+      | { grep -v "is ignored: it is neither a file nor a directory" || true; }
   fi
-  step "installing uv==$GPU_UV_VERSION into $GPU_TOOLS (once: python3 -m venv, then pip)"
-  python3 -m venv "$GPU_TOOLS"
-  "$GPU_TOOLS/bin/python" -m pip install -q --disable-pip-version-check "uv==$GPU_UV_VERSION" 2>&1 \
-    | { grep -v "is ignored: it is neither a file nor a directory" || true; }
+  exec {uv_lock}>&-
 }
 
 uv_compile() {  # `uv pip compile` with the lock's settings and nothing from the caller's uv config

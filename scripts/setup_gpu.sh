@@ -33,7 +33,12 @@ dry_run() {
   python3 scripts/gpu_lock.py compare "$GPU_LOCK" "$tmp/together.txt" lock "resolution of its pins" \
       --versions-only \
     || fail "$GPU_LOCK is not the closure of its own pins (above): run bash scripts/lock_gpu.sh"
-  step "3/3 a fresh resolution of $GPU_IN + pyproject.toml's dependencies gives exactly the lock"
+  step "3/3 a fresh resolution of $GPU_IN + pyproject.toml's dependencies, preferring the lock's pins, gives" \
+       "exactly the lock"
+  # the lock as uv's output file: uv keeps its pins wherever the input still admits them, so a
+  # release the index shows late (a mirror backfilling uploads dated before the cut-off) is no drift,
+  # while a changed input, or a pin it no longer admits, is
+  cp "$GPU_LOCK" "$tmp/fresh.txt"
   python3 scripts/gpu_lock.py apsft-deps \
     | uv_compile "$GPU_IN" - --generate-hashes --no-header --no-annotate -o "$tmp/fresh.txt" \
     || fail "the lock's input ($GPU_IN + pyproject.toml) does not resolve (uv names the package above)"
