@@ -7,7 +7,12 @@ or is built by both runs with --build. The busy process is a plain Python spin l
 before the run and killed after it. The outputs of both runs are compared too: pinned threads and
 kernels must give the same bytes however busy the machine was.
 
-Run: .venv/bin/python benchmarks/bench_contention.py [--build] [--dir /tmp/apsft-contention]
+--one-core adds a quiet run with the second core's helper off (`APSFT_SECOND_CORE=off`,
+assets/second_core.py): what the helper saves, and that its bytes are the same. --built adds a
+quiet run that builds its model (`APSFT_MODEL_CACHE=off`): the shipped model's receipts against a
+model built from scratch. Every run's receipts are compared with the first's.
+
+Run: .venv/bin/python benchmarks/bench_contention.py [--build] [--one-core] [--built] [--dir /tmp/apsft-contention]
 """
 
 from __future__ import annotations
@@ -25,10 +30,11 @@ from pathlib import Path
 STAGE_LINE = re.compile(r"^\s*(?:\[\d+/\d+\]\s*)?(?P<job>\w+_job)\b.*?(?P<seconds>\d+(?:\.\d+)?)\s*s\b")
 
 
-def run(root: Path, name: str, cache: str, busy: bool) -> tuple[float, dict[str, float], str]:
+def run(root: Path, name: str, cache: str, busy: bool, second_core: str = "on") -> tuple[float, dict[str, float], str]:
     state, store = root / name / "state", root / name / "store"
     shutil.rmtree(root / name, ignore_errors=True)
-    env = {**os.environ, "APSFT_STATE_DIR": str(state), "APSFT_MODEL_CACHE": cache, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "APSFT_STATE_DIR": str(state), "APSFT_MODEL_CACHE": cache, "PYTHONUNBUFFERED": "1",
+           "APSFT_SECOND_CORE": second_core}
     for var in ("APSFT_CONFIG", "APSFT_PROFILE", "APSFT_STORE_DIR", "DAGSTER_HOME"):
         env.pop(var, None)
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if busy else None
@@ -54,6 +60,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dir", default="/tmp/apsft-contention")
     parser.add_argument("--build", action="store_true", help="both runs build the embedded model (cache off)")
+    parser.add_argument("--one-core", action="store_true", help="and a quiet run with APSFT_SECOND_CORE=off")
+    parser.add_argument("--built", action="store_true", help="and a quiet run with APSFT_MODEL_CACHE=off")
     args = parser.parse_args()
     root = Path(args.dir)
     root.mkdir(parents=True, exist_ok=True)
@@ -71,7 +79,16 @@ def main() -> int:
           "  (target <= 1.5x)")
     print(f"artifacts byte-identical quiet vs busy: {quiet_digest == busy_digest} "
           f"({quiet_digest[0]} receipts compared)")
-    return 0 if busy_wall / quiet_wall <= 1.5 and quiet_digest == busy_digest else 1
+    same = quiet_digest == busy_digest
+    extra = ((args.one_core, "one_core", cache, "off"), (args.built, "built", "off", "on"))
+    for flag, name, run_cache, helper in extra:
+        if flag:
+            wall, stages, digest = run(root, name, run_cache, busy=False, second_core=helper)
+            print(f"{name}: apsft run {wall:.1f} s ({wall / quiet_wall:.2f}x the quiet run); "
+                  + ", ".join(f"{job} {stages[job]:.1f} s" for job in stages if stages[job] >= 5)
+                  + f"; receipts byte-identical to the quiet run's: {digest == quiet_digest}")
+            same &= digest == quiet_digest
+    return 0 if busy_wall / quiet_wall <= 1.5 and same else 1
 
 
 if __name__ == "__main__":

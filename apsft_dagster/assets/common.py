@@ -141,7 +141,7 @@ def log_and_show(context: dg.AssetExecutionContext) -> Callable[[str], None]:
     """Progress lines for the run's log and for the person watching on stderr (Dagster's console
     log shows warnings only unless `apsft run --verbose`): every line in a terminal; where stderr is
     a pipe or a file (`apsft run | tee run.log`, CI), the counted lines `core.progress.Throttle` lets
-    through, at least one a minute and about ten a stage."""
+    through, one each half minute at most apart but for an item's own time, and about ten a stage."""
     from apsft_dagster.core.progress import Throttle
 
     terminal, throttle = sys.stderr.isatty(), Throttle()
@@ -153,8 +153,36 @@ def log_and_show(context: dg.AssetExecutionContext) -> Callable[[str], None]:
     return say
 
 
+def shard_work(store, bank: str, make: Callable[[dict, str], tuple[str, str, dict]]) -> Callable[[str], dict]:
+    """A bank's work for the second core's helper (assets/second_core.py): one task's shard by id,
+    made with the bank's own `make` (kept when the shard is there)."""
+    from apsft_dagster.core.layout import TASK_CATALOG, shard_file
+
+    catalog = store.get_parquet(TASK_CATALOG)
+
+    def work(task_id: str) -> dict:
+        name = shard_file(bank, task_id)
+        if store.exists(name):
+            return {"action": "kept", "figures": {}}
+        _, action, figures = make(catalog.filter(pl.col("task_id") == task_id).row(0, named=True), name)
+        return {"action": action, "figures": figures}
+    return work
+
+
+def shard_helper(name: str, factory, experiment, bank: str, tasks: pl.DataFrame, resource,
+                 options: dict | None = None):
+    """The second core's helper for the later half of the tasks whose shards are still to make
+    (None where the config wants none, or fewer than two are left)."""
+    from apsft_dagster.assets import second_core
+    from apsft_dagster.core.layout import shard_file
+
+    store = experiment.store()
+    todo = [t for t in sorted(tasks["task_id"]) if not store.exists(shard_file(bank, t))]
+    return second_core.start(name, factory, experiment, todo, resource, options)
+
+
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
-                make: Callable[[dict, str], tuple[str, str, dict]]) -> dg.MaterializeResult:
+                make: Callable[[dict, str], tuple[str, str, dict]], helper=None) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.
 
     A shard that exists and verifies is kept; otherwise `make(task_row, shard_file)` writes it
@@ -163,7 +191,8 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     own metadata (action, shard SHA-256, figures) through `add_asset_metadata(partition_key=...)`,
     Dagster 1.13's per-partition record in a single-run backfill; the data version stays run-wide
     (1.13 has no supported per-partition data version in one run). Progress goes to the Dagster
-    log and, in a terminal, to a progress bar.
+    log and, in a terminal, to a progress bar. `helper` (assets/second_core.py) computes the shards
+    of the tasks it owns in a process of its own; the loop takes its (digest, action, figures).
     """
     from apsft_dagster.core.layout import shard_file
     from apsft_dagster.core.progress import Pace
@@ -173,7 +202,11 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     rows = tasks.sort("task_id").iter_rows(named=True)
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
-        digest, action, figures = (store.verify(name), "kept", {}) if store.exists(name) else make(task, name)
+        got = helper.result(task["task_id"]) if helper is not None and helper.owns(task["task_id"]) else None
+        if got is not None:
+            digest, action, figures = store.verify(name), got["action"], got["figures"]  # its receipt, re-hashed
+        else:
+            digest, action, figures = (store.verify(name), "kept", {}) if store.exists(name) else make(task, name)
         digests[task["task_id"]] = digest
         counts[action] += 1
         context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])

@@ -1,7 +1,10 @@
 """evaluate Stage A (base + six policies): greedy generations (cached by key), then the parsed tables."""
 
+from collections.abc import Callable
+
 import dagster as dg
 
+from apsft_dagster.assets import second_core
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.evaluation.generations import eval_tasks
@@ -24,20 +27,37 @@ def stage_a_generations(context: dg.AssetExecutionContext, experiment: Experimen
     """Greedy natural-thinking completions on core IID, core hard and held family, batched through
     the generation resource; rows whose key (model, tokenizer, template, prompt ids, sampling,
     allowance, engine) is unchanged are reused."""
-    config, store = experiment.config(), experiment.store()
-    tasks = eval_tasks(store.get_parquet(TASK_CATALOG))
-    digests = {}
+    store = experiment.store()
+    tasks, digests = eval_tasks(store.get_parquet(TASK_CATALOG)), {}
+    helper = second_core.start("stage_a_generations", generations_worker, experiment, context.partition_keys,
+                               generator)
     for i, policy in enumerate(context.partition_keys):
-        model_dir, fingerprint = model_of(store, config, policy)
-        name = eval_generations(policy)
-        digests[policy], figures = generate_into(store, name, [name], generator.engine(model_dir), tasks, fingerprint,
-                                                 model_dir, config.evaluation.allowance, policy)
+        got = helper.result(policy) if helper is not None and helper.owns(policy) else None
+        if got is None:
+            got = _generations(experiment, generator, tasks, policy)
+        digests[policy], figures = store.verify(eval_generations(policy)), got["figures"]
         context.add_asset_metadata({"sha256": digests[policy], **figures}, partition_key=policy)
         context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {figures['generated']} generated, "
                          f"{figures['reused']} reused, {figures['new_tokens']} new tokens")
     generator.release()
     return dg.MaterializeResult(metadata={"policies": len(digests), "tasks": tasks.height},
                                 data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))
+
+
+def _generations(experiment: ExperimentResource, generator: GenerationResource, tasks, policy: str) -> dict:
+    config, store = experiment.config(), experiment.store()
+    model_dir, fingerprint = model_of(store, config, policy)
+    name = eval_generations(policy)
+    _, figures = generate_into(store, name, [name], generator.engine(model_dir), tasks, fingerprint, model_dir,
+                               config.evaluation.allowance, policy)
+    return {"figures": figures}
+
+
+def generations_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
+    """The second core's share of Stage A's generations (assets/second_core.py): one policy's."""
+    tasks = eval_tasks(experiment.store().get_parquet(TASK_CATALOG))
+    generator = GenerationResource(experiment=experiment)
+    return lambda policy: _generations(experiment, generator, tasks, policy)
 
 
 EVAL_CHECKS = {"every_task_once": "each evaluated policy's generations cover every Stage A task exactly once"}

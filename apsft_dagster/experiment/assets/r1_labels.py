@@ -1,9 +1,12 @@
 """rollouts (R1): one answer rollout per scored trace, partitioned by task, and its rollup."""
 
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards,
+                                        shard_helper, shard_work)
 from apsft_dagster.experiment.assets.score_bank import score_bank, score_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
@@ -19,18 +22,29 @@ from apsft_dagster.resources import ExperimentResource, GenerationResource
 def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
               generator: GenerationResource) -> dg.MaterializeResult:
     """Continue x + z + b once per scored trace (rollouts.sampling), parse, label success."""
+    store = experiment.store()
+    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    helper = shard_helper("r1_labels", r1_worker, experiment, R1_BANK, catalog, generator)
+    return fill_shards(context, store, R1_BANK, catalog, _maker(experiment, generator), helper)
+
+
+def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Callable[[dict, str], tuple]:
+    """make(task row, shard file) -> (digest, action, figures): one rollout per scored trace."""
     config, store = experiment.config(), experiment.store()
 
-    def make(task: dict, name: str) -> tuple[str, str]:
+    def make(task: dict, name: str) -> tuple[str, str, dict]:
         scored = store.get_parquet(shard_file(SCORE_BANK, task["task_id"])).select("trace_id")
         traces = store.get_parquet(shard_file(TRACE_BANK, task["task_id"])).join(scored, on="trace_id", how="semi")
         shard = r1_rollouts(generator.engine(), task["prompt"], task["answer"], traces, config.rollouts,
                             config.seeds.experiment)
         figures = {"rollouts": shard.height, "successes": int(shard["success"].sum())}
         return store.put_parquet(name, shard), "rolled out", figures
+    return make
 
-    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    return fill_shards(context, store, R1_BANK, catalog, make)
+
+def r1_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
+    """The second core's share of the rollouts (assets/second_core.py): one task's shard by id."""
+    return shard_work(experiment.store(), R1_BANK, _maker(experiment, GenerationResource(experiment=experiment)))
 
 
 R1_CHECKS = {

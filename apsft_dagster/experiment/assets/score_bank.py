@@ -1,9 +1,12 @@
 """parity + score: the gate between instruments, and the task-partitioned score bank."""
 
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards,
+                                        shard_helper, shard_work)
 from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA
@@ -47,17 +50,30 @@ def score_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
     """answer/joint log-likelihoods and gains of every eligible trace, one shard per task."""
     config, store = experiment.config(), experiment.store()
     require_parity(store.get_json(PARITY_GATE) if store.exists(PARITY_GATE) else None, config.scoring.instrument)
+    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    helper = shard_helper("score_bank", score_worker, experiment, SCORE_BANK, catalog, scorer,
+                          {"batch_size": scorer.batch_size})
+    return fill_shards(context, store, SCORE_BANK, catalog, _maker(experiment, scorer), helper)
 
-    def make(task: dict, name: str) -> tuple[str, str]:
+
+def _maker(experiment: ExperimentResource, scorer: ScoringResource) -> Callable[[dict, str], tuple]:
+    """make(task row, shard file) -> (digest, action, figures): score the task's eligible traces."""
+    config, store = experiment.config(), experiment.store()
+
+    def make(task: dict, name: str) -> tuple[str, str, dict]:
         traces = store.get_parquet(shard_file(TRACE_BANK, task["task_id"])).filter("eligible")
         shard = score_task(scorer.instrument(config.scoring.instrument), task["prompt"], task["answer"], traces)
         figures = {"traces_scored": shard.height, "instrument": config.scoring.instrument,
                    "mean_answer_gain": float(shard["answer_gain"].mean() or 0.0),
                    "mean_joint_gain": float(shard["joint_gain"].mean() or 0.0)}
         return store.put_parquet(name, shard), "scored", figures
+    return make
 
-    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    return fill_shards(context, store, SCORE_BANK, catalog, make)
+
+def score_worker(experiment: ExperimentResource, batch_size: int) -> Callable[[str], dict]:
+    """The second core's share of scoring (assets/second_core.py): one task's shard by id."""
+    scorer = ScoringResource(experiment=experiment, batch_size=batch_size)
+    return shard_work(experiment.store(), SCORE_BANK, _maker(experiment, scorer))
 
 
 SCORE_CHECKS = {

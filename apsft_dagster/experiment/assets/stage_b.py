@@ -3,9 +3,12 @@ greedy generations of every planned policy on the Stage B splits (Stage A's rows
 k samples per task for the sampled policies, their parsed tables; and the final verdict by the
 ladder (core/stage_b.py)."""
 
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
 
+from apsft_dagster.assets import second_core
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, table_preview
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks
@@ -57,12 +60,37 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
 
     Runs only when Stage A triggers: its partitions are the policies `stage_b_plan` names (none
     after a run whose Stage A verdict is final)."""
+    store = experiment.store()
+    planned(store, context.partition_keys)
+    work, digests = generations_worker(experiment, generator), {}
+    helper = second_core.start("stage_b_generations", generations_worker, experiment, context.partition_keys,
+                               generator)
+    for i, policy in enumerate(context.partition_keys):
+        got = helper.result(policy) if helper is not None and helper.owns(policy) else None
+        for kind, name, figures in (got or work(policy))["runs"]:
+            digests[name] = store.verify(name)
+            context.add_asset_metadata({f"{kind}_{k}": v for k, v in {"sha256": digests[name], **figures}.items()},
+                                       partition_key=policy)
+            context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy} {kind}: {figures['generated']} "
+                             f"generated, {figures['reused']} reused, {figures['new_tokens']} new tokens")
+    generator.release()
+    tasks = eval_tasks(store.get_parquet(TASK_CATALOG), STAGE_B_SPLITS).height
+    return dg.MaterializeResult(metadata={"policies": len(context.partition_keys), "tasks": tasks},
+                                data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))
+
+
+def generations_worker(experiment: ExperimentResource,
+                       generator: GenerationResource | None = None) -> Callable[[str], dict]:
+    """One policy's Stage B generations -> {"runs": [(kind, file, figures)]}: greedy (Stage A's rows
+    reused by key), and k samples when the plan samples it. Also the second core's share
+    (assets/second_core.py)."""
     config, store = experiment.config(), experiment.store()
-    stage_b = planned(store, context.partition_keys)
+    generator = generator or GenerationResource(experiment=experiment)
+    stage_b = store.get_json(STAGE_B_PLAN)
     tasks = eval_tasks(store.get_parquet(TASK_CATALOG), STAGE_B_SPLITS)
     seeds = sample_seeds(config.seeds.experiment, tasks["task_id"].to_list())
-    digests = {}
-    for i, policy in enumerate(context.partition_keys):
+
+    def work(policy: str) -> dict:
         model_dir, fingerprint = model_of(store, config, policy)
         engine = generator.engine(model_dir)
         # (file, where its reusable rows are, how it samples): greedy reuses Stage A's rows too
@@ -70,17 +98,14 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
         if policy in stage_b["sampled_policies"]:
             runs.append((stage_b_samples(policy), [stage_b_samples(policy)],
                          {"sampling": config.harvest.sampling, "n": config.stage_b.k_samples, "seeds": seeds}))
+        done = []
         for name, sources, how in runs:
             kind = "samples" if how else "greedy"
-            digests[name], figures = generate_into(store, name, sources, engine, tasks, fingerprint, model_dir,
-                                                   config.evaluation.allowance, f"{policy} {kind}", **how)
-            context.add_asset_metadata({f"{kind}_{k}": v for k, v in {"sha256": digests[name], **figures}.items()},
-                                       partition_key=policy)
-            context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy} {kind}: {figures['generated']} "
-                             f"generated, {figures['reused']} reused, {figures['new_tokens']} new tokens")
-    generator.release()
-    return dg.MaterializeResult(metadata={"policies": len(context.partition_keys), "tasks": tasks.height},
-                                data_version=dg.DataVersion(sha256_bytes(json_bytes(digests))))
+            _, figures = generate_into(store, name, sources, engine, tasks, fingerprint, model_dir,
+                                       config.evaluation.allowance, f"{policy} {kind}", **how)
+            done.append((kind, name, figures))
+        return {"runs": done}
+    return work
 
 
 STAGE_B_CHECKS = {

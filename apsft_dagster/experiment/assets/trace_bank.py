@@ -1,10 +1,13 @@
 """harvest: the task-partitioned trace bank (import + natural-thought harvest) and its rollup."""
 
+from collections.abc import Callable
+
 import dagster as dg
 import polars as pl
 
 from apsft_dagster.experiment.assets.base_model import base_model
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards
+from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards,
+                                        shard_helper, shard_work)
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.core import trace_audit
 from apsft_dagster.core.bank import InheritedBank, write_index
@@ -22,13 +25,22 @@ from apsft_dagster.resources import ExperimentResource, GenerationResource
 def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                generator: GenerationResource) -> dg.MaterializeResult:
     """One Parquet shard per train task. Resumable: a verified shard is kept, an inherited one is
-    imported byte for byte, only the rest is generated (the model loads once per run)."""
+    imported byte for byte, only the rest is generated (the model loads once per process; on a CPU
+    with a core to spare, a second process harvests the later half: assets/second_core.py)."""
+    store = experiment.store()
+    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
+    helper = shard_helper("trace_bank", harvest_worker, experiment, TRACE_BANK, catalog, generator)
+    return fill_shards(context, store, TRACE_BANK, catalog, _maker(experiment, generator), helper)
+
+
+def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Callable[[dict, str], tuple]:
+    """make(task row, shard file) -> (digest, action, figures): import the inherited shard, or harvest."""
     config, store = experiment.config(), experiment.store()
     cfg = config.harvest
     inherited = (InheritedBank(cfg.inherited_index, cfg.inherited_index_sha256, TRACE_SCHEMA) if cfg.inherited_index
                  else None)
 
-    def make(row: dict, name: str) -> tuple[str, str]:
+    def make(row: dict, name: str) -> tuple[str, str, dict]:
         if inherited is not None and row["task_id"] in inherited:
             return inherited.import_into(store, TRACE_BANK, row["task_id"]), "imported", {}
         engine = generator.engine()
@@ -37,9 +49,12 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
         figures = {"traces": shard.height, "eligible": int(shard["eligible"].sum()),
                    "thought_tokens": int(shard["n_thought_tokens"].sum()), "loops": int(shard["loop"].sum())}
         return store.put_parquet(name, shard), "generated", figures
+    return make
 
-    catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    return fill_shards(context, store, TRACE_BANK, catalog, make)
+
+def harvest_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
+    """The second core's share of the harvest (assets/second_core.py): one task's shard by id."""
+    return shard_work(experiment.store(), TRACE_BANK, _maker(experiment, GenerationResource(experiment=experiment)))
 
 
 INDEX_CHECKS = {

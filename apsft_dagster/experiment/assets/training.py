@@ -4,8 +4,11 @@
 seed's policies Stage B's plan names (its partitions are added when the plan names them, so a run
 whose Stage A verdict is final has none)."""
 
+from collections.abc import Callable
+
 import dagster as dg
 
+from apsft_dagster.assets import second_core
 from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, completed, log_and_show,
                                         png_markdown, svg_markdown)
 from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
@@ -62,9 +65,11 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
                          f"at {gate['tokens_per_s']:,.0f} tokens/s ({gate['throughput_source']}); budget "
                          f"{gate['budget_device_hours']} ({gate['budget_source']})")
     reports = {}
+    helper = second_core.start(context.asset_key.to_user_string(), training_worker, experiment, todo, trainer)
     for i, policy in enumerate(context.partition_keys):
         if policy in todo:
-            report = trainer.train(policy, manifest_sha, log_and_show(context))
+            got = helper.result(policy) if helper is not None and helper.owns(policy) else None
+            report = got["report"] if got else trainer.train(policy, manifest_sha, log_and_show(context))
             timing, action = report.pop("timing"), "trained"
         else:
             report, timing, action = store.get_json(adapter_report(policy)), None, "kept"
@@ -82,6 +87,17 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
     yield dg.MaterializeResult(metadata=run_meta, data_version=dg.DataVersion(digest))
     for name in ADAPTER_CHECKS:
         yield check_result(name, problems[name])
+
+
+def training_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
+    """The second core's share of training (assets/second_core.py): one policy's adapter, behind the
+    gate the step already passed; its step lines go to stderr."""
+    from apsft_dagster.assets.second_core import say
+
+    config, store = experiment.config(), experiment.store()
+    _, manifest_sha, _ = verified_manifest(store, config)
+    trainer = TrainingResource(experiment=experiment)
+    return lambda policy: {"report": trainer.train(policy, manifest_sha, say("training"))}
 
 
 def _metadata(store: Store, report: dict, timing: dict | None, action: str, gate: dict | None) -> dict:

@@ -1,0 +1,156 @@
+"""The machine's second core for a model-holding step whose partitions are independent.
+
+A profile that pins one torch thread (`compute.threads: 1`: smoke, laptop) leaves a core idle. A
+second thread is no cure: beside a busy core a two-thread process stalls (6.5x slower,
+docs/timings.md), and the thread count is part of what a CPU result depends on. Instead a step
+whose partitions are independent (each partition's bytes depend on that partition alone: the
+harvest's, scoring's and R1's task shards, Stage A's and Stage B's per-policy generations, each
+policy's adapter) hands the later half of the partitions it must compute to one helper: a process
+of its own, pinned to the same one thread, computing through the same store (atomic writes, so a
+kill leaves nothing half-written) and reporting each finished partition in a JSON line. The step
+computes the first half meanwhile, then records every partition in order (receipts re-hashed), as
+if it had computed them all; any partition the helper did not finish (it died, it was killed) the
+step computes itself. The bytes are the same either way: test_materialize's
+`test_fresh_process_run_is_byte_identical` compares a run with helpers to one without.
+
+Not used where the device is the bottleneck (`compute.device` other than cpu: one engine per node,
+the `gpu` pool), where the pinned threads already fill the cores (full_cpu: 2 of 2), on vLLM's CPU
+engine (its own thread pool and memory reservation; not tried with two at once), or with
+`APSFT_SECOND_CORE=off`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process
+STOCK = "apsft_dagster.resources."  # the resources a helper builds for itself
+
+
+def cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def wanted(config) -> bool:
+    """Whether a step of this config hands partitions to a helper (see the module's docstring)."""
+    return (os.environ.get(SWITCH, "on") != "off" and config.compute.device == "cpu"
+            and config.harvest.backend == "transformers" and cores() >= 2 * config.compute.threads)
+
+
+Factory = Callable[..., Callable[[str], dict]]  # factory(experiment, **options) -> work(key) -> a JSON-able result
+
+
+class Helper:
+    """A helper process computing `keys` with `factory(experiment, **options)` (a module-level
+    function, which the helper imports by name; `options` JSON-able, e.g. a resource's settings);
+    `result(key)` waits for it. `name` marks its progress lines."""
+
+    def __init__(self, name: str, factory: Factory, experiment, keys: Sequence[str], options: dict | None = None):
+        self.keys, self.name = list(keys), name
+        self._dir = Path(tempfile.mkdtemp(prefix="apsft-second-core-"))
+        fields = {field: getattr(experiment, field) for field in ("profile", "config_path", "store_dir",
+                                                                   "definitions_digest")}
+        cmd = [sys.executable, "-m", "apsft_dagster.assets.second_core", name,
+               f"{factory.__module__}:{factory.__qualname__}", json.dumps(fields), json.dumps(options or {}),
+               json.dumps(self.keys),
+               str(self._dir / "results.jsonl"), str(os.getpid())]
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        self._results: dict[str, dict] | None = None
+        self.exit_code: int | None = None
+
+    def owns(self, key: str) -> bool:
+        return key in self.keys
+
+    def result(self, key: str) -> dict | None:
+        """The helper's result for `key`, once the helper has exited; None when it did not finish
+        that key (the step then computes it itself)."""
+        if self._results is None:
+            self.exit_code = self._proc.wait()
+            self._results = _read(self._dir / "results.jsonl")
+            shutil.rmtree(self._dir, ignore_errors=True)
+        return self._results.get(key)
+
+    def missed(self) -> list[str]:
+        """The keys the helper was given and did not report (after `result`)."""
+        return [k for k in self.keys if k not in (self._results or {})]
+
+
+def start(name: str, factory: Factory, experiment, keys: Sequence[str], resource,
+          options: dict | None = None) -> Helper | None:
+    """A helper for the later half of `keys` when the config wants one and there are two or more.
+    `resource` is the step's model-holding resource: the helper builds the project's own, so a step
+    given another (a test's scripted engine, a subclass) keeps every partition."""
+    keys = list(keys)
+    if len(keys) < 2 or not wanted(experiment.config()) or not type(resource).__module__.startswith(STOCK):
+        return None
+    return Helper(name, factory, experiment, keys[(len(keys) + 1) // 2:], options)
+
+
+def _read(path: Path) -> dict[str, dict]:
+    found = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:  # a line cut short by a kill
+                continue
+            found[entry["key"]] = entry["result"]
+    return found
+
+
+def _die_with_parent(parent: int) -> None:
+    """SIGKILL this helper when the step's process dies (Linux), so a killed run leaves no orphan."""
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        return
+    if os.getppid() != parent:  # the parent died before the line above took effect
+        os._exit(1)
+
+
+def say(name: str) -> Callable[[str], None]:
+    """A helper's progress lines on stderr, marked as the second core's: every line in a terminal,
+    else those `core.progress.Throttle` lets through."""
+    from apsft_dagster.core.progress import Throttle
+
+    terminal, throttle = sys.stderr.isatty(), Throttle()
+
+    def out(line: str) -> None:
+        if terminal or throttle.due(line):
+            print(f"  {name} (second core): {line}", file=sys.stderr, flush=True)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Helper entry: compute each key with the worker, appending `{"key", "result"}` lines."""
+    from apsft_dagster.core.progress import Pace
+    from apsft_dagster.resources import ExperimentResource
+
+    name, factory, fields, options, keys, results, parent = list(sys.argv[1:] if argv is None else argv)
+    _die_with_parent(int(parent))
+    module, function = factory.split(":")
+    work: Callable[[str], dict] = getattr(importlib.import_module(module), function)(
+        ExperimentResource(**json.loads(fields)), **json.loads(options))
+    keys, show = json.loads(keys), say(name)
+    pace = Pace(len(keys))
+    with open(results, "a", encoding="utf-8") as out:
+        for i, key in enumerate(keys):
+            out.write(json.dumps({"key": key, "result": work(key)}) + "\n")  # key order kept: the metadata's
+            out.flush()
+            show(f"[{i + 1}/{len(keys)}] {key}: done{pace.step(True)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
