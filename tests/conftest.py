@@ -123,14 +123,27 @@ def smoke_run(tmp_path_factory):
     """The smoke profile materialized in-process through the stage runner, into one store (done once).
 
     Returns ({stage or asset name: StageRuns}, store): each job by its name without `_job`, and
-    each asset of a multi-asset stage by its own name."""
+    each asset of a multi-asset stage by its own name. Without the second core's helper processes."""
     from apsft_dagster.core.store import Store
     from apsft_dagster.runner import run_stages
     from apsft_dagster.experiment.stages import STAGES
 
+    import os
+
+    from apsft_dagster.assets.second_core import SWITCH
+
     store_dir = tmp_path_factory.mktemp("smoke_store")
     instance = dg.DagsterInstance.ephemeral()
-    outcomes = run_stages(smoke_definitions(store_dir), instance, STAGES, alert=False)
+    # every partition in this process; `cli_run` (README command 1) hands half of some stages to the
+    # second core, and test_materialize compares the two runs' files byte for byte
+    before, os.environ[SWITCH] = os.environ.get(SWITCH), "off"
+    try:
+        outcomes = run_stages(smoke_definitions(store_dir), instance, STAGES, alert=False)
+    finally:
+        if before is None:
+            del os.environ[SWITCH]
+        else:
+            os.environ[SWITCH] = before
     assert [o.job for o in outcomes] == [s.job for s in STAGES] and all(o.ok for o in outcomes), outcomes
     results = {}
     for stage, outcome in zip(STAGES, outcomes):
@@ -140,21 +153,69 @@ def smoke_run(tmp_path_factory):
     return results, Store(store_dir)
 
 
+@contextlib.contextmanager
+def shared_folder(tmp_path_factory, name: str):
+    """A folder every pytest-xdist worker of this session shares (the session's base temp folder),
+    yielded while an exclusive lock on it is held: the first worker fills it, the others wait, then
+    read it. Without xdist, a folder of the session's own."""
+    import fcntl
+    import os
+
+    root = tmp_path_factory.getbasetemp()
+    root = root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root
+    with open(root / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield root / name
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+PIPELINES = ("smoke_run", "cli_run")  # the whole smoke experiment, in this process or a fresh one
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """A test that reads one of the smoke runs (`PIPELINES`) is `slow`: the quick lane runs no
+    pipeline. Under pytest-xdist (`-n`, `--dist loadgroup`: scripts/test.sh) the tests that read the
+    in-process smoke run share one worker, so it is materialized once; `cli_run` is shared by every
+    worker through `shared_folder`."""
+    xdist = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        used = set(getattr(item, "fixturenames", ())) & set(PIPELINES)
+        if used:
+            item.add_marker(pytest.mark.slow)
+        if xdist and "smoke_run" in used:
+            item.add_marker(pytest.mark.xdist_group("smoke_run"))
+
+
 @pytest.fixture(scope="session")
 def cli_run(tmp_path_factory):
     """README command 1's `apsft run` in a fresh interpreter, with its own state folder (instance)
-    and store; the embedded model comes from the cache. Returns (process, store, state folder)."""
+    and store; the embedded model comes from the cache. Run once per session, whatever the number
+    of xdist workers. Returns (process, store, state folder)."""
+    import json
     import os
+    import shutil
     import subprocess
 
     from apsft_dagster.core.paths import PROJECT_ROOT
     from apsft_dagster.core.store import Store
 
-    state, store_dir = tmp_path_factory.mktemp("cli_state"), tmp_path_factory.mktemp("cli_store")
-    env = {**os.environ, "APSFT_STATE_DIR": str(state)}
-    for name in ("APSFT_CONFIG", "APSFT_PROFILE", "APSFT_STORE_DIR", "DAGSTER_HOME"):
-        env.pop(name, None)
-    proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--store", str(store_dir)],
-                          capture_output=True, text=True, env=env, cwd=PROJECT_ROOT)
+    with shared_folder(tmp_path_factory, "cli_run") as folder:
+        done = folder / "process.json"
+        if not done.is_file():
+            shutil.rmtree(folder, ignore_errors=True)
+            (folder / "state").mkdir(parents=True)
+            (folder / "store").mkdir()
+            env = {**os.environ, "APSFT_STATE_DIR": str(folder / "state")}
+            for name in ("APSFT_CONFIG", "APSFT_PROFILE", "APSFT_STORE_DIR", "DAGSTER_HOME", "APSFT_SECOND_CORE"):
+                env.pop(name, None)
+            proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--store", str(folder / "store")],
+                                  capture_output=True, text=True, env=env, cwd=PROJECT_ROOT)
+            done.write_text(json.dumps({"args": proc.args, "returncode": proc.returncode, "stdout": proc.stdout,
+                                        "stderr": proc.stderr}))
+        saved = json.loads(done.read_text())
+    proc = subprocess.CompletedProcess(saved["args"], saved["returncode"], saved["stdout"], saved["stderr"])
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc, Store(store_dir), state
+    return proc, Store(folder / "store"), folder / "state"

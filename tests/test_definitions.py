@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 import dagster as dg
+import pytest
 
 from apsft_dagster.core.arms import ARMS
 from apsft_dagster.core.config import load_config
@@ -77,6 +78,7 @@ def test_train_partitions_are_sorted_task_ids_with_contiguous_cells():
     assert all(cells.count(c) == config.tasks.train.per_cell for c in set(cells))
 
 
+@pytest.mark.slow
 def test_dagster_loads_the_code_location_as_the_ui_does():
     """Dagster's own loader (what `dagster dev`, the code server and the UI use) takes one
     Definitions object from the module's scope: the wings' are reached through their modules."""

@@ -33,6 +33,7 @@ def _child(snapshot, **env) -> tuple[str, str]:
     return out[0], out[1]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not pinning(), reason="the pin applies to x86-64 CPUs with AVX2 only (none here)")
 def test_a_child_asking_for_other_kernels_still_computes_the_pinned_bits(tmp_path):
     from transformers import AutoModelForCausalLM
@@ -59,6 +60,7 @@ def test_a_process_whose_torch_chose_other_kernels_is_refused():
     assert proc.returncode != 0 and "torch runs its DEFAULT CPU kernels, not the pinned AVX2" in proc.stderr
 
 
+@pytest.mark.slow
 def test_transformers_hub_kernels_stay_off_whatever_the_environment_says():
     """`full` runs with transformers' `kernels` hub fallback pinned off (core/determinism.py): asked for
     with USE_HUB_KERNELS=YES, it is still off once the package is imported first, and a process that

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pytest
 import torch
 
 from apsft_dagster.core.paths import PROJECT_ROOT
@@ -13,6 +14,7 @@ from apsft_dagster.core.paths import PROJECT_ROOT
 SCRIPT = PROJECT_ROOT / "scripts" / "gpu_rehearsal.py"
 
 
+@pytest.mark.slow
 def test_the_tiny_rehearsal_measures_every_path(tmp_path):
     out = tmp_path / "rehearsal.json"
     proc = subprocess.run([sys.executable, str(SCRIPT), "--tiny", "--out", str(out)], capture_output=True, text=True,

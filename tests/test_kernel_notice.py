@@ -5,6 +5,8 @@ decoding call all four kernels, in a fresh interpreter as a stage's process woul
 import subprocess
 import sys
 
+import pytest
+
 from apsft_dagster.core.kernel_notice import FALLBACK, NOTICE
 
 SCRIPT = """
@@ -27,12 +29,14 @@ def run(first: str) -> subprocess.CompletedProcess:
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_one_line_of_ours_replaces_transformers_four_fallback_warnings():
     ours = run("apsft_dagster")
     assert ours.returncode == 0, ours.stderr
     assert ours.stderr.count(NOTICE) == 1 and FALLBACK not in ours.stderr, ours.stderr
 
 
+@pytest.mark.slow
 def test_without_the_package_transformers_says_it_four_times():
     """The control: the same script without apsft_dagster prints transformers' own lines, one per
     kernel, so the test above passes because of the filter, not because nothing fell back."""

@@ -101,6 +101,7 @@ def test_a_file_changed_after_registration_is_refused_and_nothing_downstream_run
     assert not copy.exists(lm_file("v2", "census.json")) and not copy.exists(lm_file("v2", "build"))
 
 
+@pytest.mark.slow
 def test_demo_command_in_a_fresh_process(smoke_run, tmp_path):
     from apsft_dagster.core.paths import PROJECT_ROOT
     from conftest import variant_config

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import dagster as dg
+import pytest
 from dagster._core.events import DagsterEventType
 
 ENGINE_ASSETS = {"trace_bank", "parity_gate", "score_bank", "r1_labels", "adapters", "merged_models",
@@ -48,12 +49,14 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+@pytest.mark.slow
 def test_two_gpu_assets_never_overlap_while_a_cpu_asset_runs_beside(tmp_path, monkeypatch):
     spans = _run(tmp_path, monkeypatch, "concurrency:\n  pools:\n    default_limit: 1\n")
     assert not _overlap(spans["gpu_first"], spans["gpu_second"]), spans
     assert _overlap(spans["cpu_beside"], spans["gpu_first"]) or _overlap(spans["cpu_beside"], spans["gpu_second"])
 
 
+@pytest.mark.slow
 def test_without_the_pool_limit_the_gpu_assets_do_overlap(tmp_path, monkeypatch):
     """The control: the limit, not the executor, is what keeps the two GPU assets apart."""
     spans = _run(tmp_path, monkeypatch, "")

@@ -93,6 +93,7 @@ def reference():
     return get_tokenizer("Qwen/Qwen3.5-4B")
 
 
+@pytest.mark.slow
 def test_ids_equal_qwen_tokenizers_own_encode_on_a_varied_corpus(converted, reference, capsys):
     _, tokenizer = converted
     corpus = [*task_texts(), BOUNDARY, *renderings(tokenizer), *STRESS, *seeded_strings(600)]
@@ -116,6 +117,7 @@ def test_the_added_tokens_sit_at_their_real_ids_and_the_vocabulary_at_its_real_s
     assert len(tokenizer) == 248077 and embedding_rows() == 248320
 
 
+@pytest.mark.slow
 def test_a_moved_added_token_id_is_caught(reference, tmp_path, monkeypatch):
     """The tool placing `</think>` one id off (swapped with its neighbour): the parity check reports the
     strings that use either token, and only those."""
@@ -134,6 +136,7 @@ def test_a_moved_added_token_id_is_caught(reference, tmp_path, monkeypatch):
     assert wrong and all(THINK_CLOSE in text or neighbour_text in text for text, _, _ in wrong)
 
 
+@pytest.mark.slow
 def test_a_snapshot_loads_it_as_transformers_own_qwen3_5_tokenizer_with_the_same_ids(reference, tmp_path):
     """Beside a Qwen3.5 config.json, AutoTokenizer builds transformers' own Qwen3_5Tokenizer from the
     files (its class for model_type qwen3_5): what every stage loads gives the same ids and the

@@ -50,6 +50,7 @@ def _added(run: dg.DagsterRun) -> dict[str, str]:
     return {k: v for k, v in run.tags.items() if k.startswith("apsft/") or k == K8S_CONFIG_TAG}
 
 
+@pytest.mark.slow
 def test_an_engine_asset_launched_from_its_page_carries_its_stages_tags(ui):
     _, _, repository = ui
     run = _launch(ui, ["adapters"], "answer_potential-seed42")
@@ -65,6 +66,7 @@ def test_a_cpu_asset_or_a_selection_across_stages_gets_no_engine_tag(ui):
     assert _added(_launch(ui, ["evidence_seal", "sft_manifest"])) == {}  # no one stage holds both
 
 
+@pytest.mark.slow
 def test_every_check_runs_with_its_asset_in_the_assets_job_as_in_its_stage(ui):
     """Same checks: each asset check is in the implicit asset job and in its asset's stage job."""
     from apsft_dagster.experiment.stages import STAGES

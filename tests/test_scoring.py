@@ -107,6 +107,7 @@ def hybrid(tmp_path_factory):
     return AutoModelForCausalLM.from_pretrained(path).eval(), AutoTokenizer.from_pretrained(path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fixture", ["qwen", "llama", "hybrid"])
 @pytest.mark.parametrize("batch_tokens", [1, 300, 8192])
 def test_score_traces_batches_the_computation_of_one(fixture, batch_tokens, request):

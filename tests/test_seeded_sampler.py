@@ -30,6 +30,7 @@ def _requests(count: int, seed0: int, n: int = 1) -> list[GenerationRequest]:
             for i in range(count)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=["harvest", "low-temperature-top-k", "hot-top-p"])
 def test_batched_draws_equal_one_at_a_time(engine, sampling):
     requests = _requests(12, 17)
@@ -41,6 +42,7 @@ def test_batched_draws_equal_one_at_a_time(engine, sampling):
     assert len({c.token_ids for [c] in batched}) == len(requests)  # the seeds are not shared
 
 
+@pytest.mark.slow
 def test_multi_sample_requests_share_batches_and_draw_as_alone(engine):
     """A request's n samples come from one generator over its n rows, as num_return_sequences
     does alone; several such requests fill one batch (Stage B's k samples per task)."""
@@ -63,6 +65,7 @@ def test_row_batches_keep_requests_whole():
     assert _row_batches([200, 1], 128) == [[0], [1]]  # larger than a batch: alone, never split
 
 
+@pytest.mark.slow
 def test_a_request_draws_the_same_in_any_batch(engine):
     sampling = SAMPLINGS[0]
     requests = _requests(10, 99)
@@ -75,6 +78,7 @@ def test_a_request_draws_the_same_in_any_batch(engine):
     assert resumed[::-1] == full[4:]
 
 
+@pytest.mark.slow
 def test_greedy_batches_are_untouched_by_the_sampler(engine):
     from apsft_dagster.core.engines.base import GREEDY
 
@@ -89,6 +93,7 @@ def test_the_sampler_refuses_greedy():
         SeededSampler([1], Sampling(temperature=0.0, top_p=1.0, top_k=0))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling", SAMPLINGS, ids=["harvest", "low-temperature-top-k", "hot-top-p"])
 def test_the_capability_checks_warpers_draw_what_hugging_faces_own_do(engine, sampling):
     """core/embedded/capability.py hands Hugging Face its warpers (top-p after top-k without the sort of

@@ -17,6 +17,7 @@ from tiny import tiny_snapshot
 ATTENTION, MLP, DELTA = 4, 3, 5  # q/k/v/o; gate/up/down; in_proj_qkv/z/b/a + out_proj
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("layout", ["qwen3_5", "qwen3"])
 def test_full_profile_runs_on_the_architecture_its_snapshot_says(layout, tmp_path, monkeypatch):
     from transformers import AutoModelForCausalLM
@@ -40,6 +41,7 @@ def test_full_profile_runs_on_the_architecture_its_snapshot_says(layout, tmp_pat
         assert targets == sorted(config.training.target_modules["qwen3"]) and pairs == 4 * (ATTENTION + MLP)
 
 
+@pytest.mark.slow
 def test_a_chat_template_off_the_protocol_is_refused_naming_the_snapshot(tmp_path):
     snapshot = tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2)
     (snapshot / "chat_template.jinja").write_text(
@@ -68,6 +70,7 @@ def test_a_local_profile_may_not_name_an_architecture(tmp_path, monkeypatch):
         load_config(path=embedded)
 
 
+@pytest.mark.slow
 def test_a_snapshot_whose_architecture_has_no_lora_targets_is_refused_up_front(tmp_path, monkeypatch):
     snapshot = tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2)
     monkeypatch.setenv("APSFT_MODEL_DIR", str(snapshot))

@@ -110,6 +110,7 @@ def test_killed_harvest_resumes_to_a_byte_identical_bank(smoke_run, tmp_path):
     assert not [p for p in shards.iterdir() if ".tmp-" in p.name]  # no partial shard left behind
 
 
+@pytest.mark.slow
 def test_export_import_round_trip_and_refusals(smoke_run, tmp_path):
     _, reference = smoke_run
     exported = tmp_path / "inherited"

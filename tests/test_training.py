@@ -56,6 +56,7 @@ print(attach_adapter(load_base(sys.argv[1], config.compute), config.training, 42
 """
 
 
+@pytest.mark.slow
 def test_two_processes_create_identical_initial_adapters(tmp_path):
     """This process and a fresh one, each seeding and creating the adapter on its own."""
     from apsft_dagster.core.training.loop import attach_adapter, load_base, seed_everything
@@ -95,6 +96,7 @@ def _store_with_rows(root, base):
     return training_store(root, base, ARM, training_rows(20))
 
 
+@pytest.mark.slow
 def test_killed_training_resumes_to_a_byte_identical_adapter(tmp_path):
     from apsft_dagster.core.training.policy import train_policy
 

@@ -105,6 +105,7 @@ def test_released_weights_keep_the_fingerprint(smoke_run, tmp_path):
     assert after["weights_kept"] is False and json.loads(copy.path(merged_report(policy)).read_text()) == after
 
 
+@pytest.mark.slow
 def test_seed_43_policies_are_trained_only_when_stage_b_asks(smoke_run, tmp_path):
     """The smoke run's plan names none (its replication stages were skipped, their partition sets
     empty); a plan naming one adds exactly that partition and the replication stages train, merge
@@ -166,6 +167,7 @@ train_policy(store, load_config("smoke"), "random_natural-seed42", str(source.pa
 """
 
 
+@pytest.mark.slow
 def test_an_adapter_does_not_depend_on_what_the_process_did_before(smoke_run, tmp_path):
     """Training pins torch's thread count (compute.threads): a process that ran other work with
     another thread count first trains the same bytes as the smoke run."""
