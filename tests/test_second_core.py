@@ -23,8 +23,8 @@ def _config(profile="smoke", **compute):
     ("smoke", {}, 1, None, False),  # one core: nothing to spare
     ("smoke", {}, 2, "off", False),  # switched off
     ("laptop", {}, 2, None, True),  # one pinned thread too
-    ("full_cpu", {}, 2, None, False),  # two pinned threads fill two cores
-    ("full_cpu", {}, 4, None, True),  # ... but not four
+    ("smoke", {"threads": 2}, 2, None, False),  # two pinned threads fill two cores (full_cpu's case)
+    ("smoke", {"threads": 2}, 4, None, True),  # ... but not four
     ("smoke", {"device": "cuda"}, 2, None, False),  # a GPU: one engine per node
     ("smoke_vllm", {}, 2, None, False),  # vLLM's CPU engine: not tried two at once
 ])
