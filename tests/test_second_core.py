@@ -37,27 +37,36 @@ def test_a_helper_only_where_a_core_is_spare(monkeypatch, profile, compute, core
     assert second_core.wanted(_config(profile, **compute)) is expected
 
 
-class _Recorded:
-    def __init__(self, name, factory, experiment, keys, options=None):
+class _Recorded(second_core.Helper):
+    def __init__(self, name, factory, experiment, keys, options=None):  # records; starts no process
         self.name, self.keys = name, keys
 
 
-def test_the_helper_takes_the_later_half_and_needs_two_keys(monkeypatch):
+def test_a_helper_starts_once_the_half_left_is_worth_it(monkeypatch):
+    """`Share.computed`: the later half of what is left goes to a helper once that half is worth
+    WORTH_S seconds at the fastest partition so far; never for a resource the helper cannot build."""
     monkeypatch.setattr(second_core, "cores", lambda: 2)
     monkeypatch.delenv(second_core.SWITCH, raising=False)
     monkeypatch.setattr(second_core, "Helper", _Recorded)
     experiment = ExperimentResource(profile="smoke")
     generator = GenerationResource(experiment=experiment)
-
-    def start(keys, resource=generator):
-        return second_core.start("trace_bank", harvest_worker, experiment, keys, resource)
-    assert start(["a"]) is None and start([]) is None
-    assert start(list("abcde")).keys == ["d", "e"]  # 3 stay here
-    assert start(list("abcd")).keys == ["c", "d"]
+    worth = second_core.WORTH_S
+    share = second_core.Share("trace_bank", harvest_worker, experiment, generator)
+    share.computed(worth / 2, list("bcdef"))  # the first (with the model's load): 2 left for it, 1.0 x WORTH_S
+    assert share.helper.keys == ["e", "f"] and share.owns("e") and not share.owns("d")
+    share.computed(0.0, list("cdef"))  # once started, nothing changes
+    assert share.helper.keys == ["e", "f"]
+    slow_first = second_core.Share("score_bank", harvest_worker, experiment, generator)
+    slow_first.computed(worth, ["b"])  # nothing would be left for a helper (1 key: the step keeps it)
+    slow_first.computed(worth / 10, list("cdefg"))  # 3 for it at the fastest, 0.1 x WORTH_S: not worth it
+    assert slow_first.helper is None and slow_first.fastest == worth / 10
+    assert slow_first.result("g") is None  # the step computes it
 
     class Scripted(GenerationResource):  # a test's engine: the helper could not build it
         pass
-    assert start(list("abcd"), Scripted(experiment=experiment)) is None
+    never = second_core.Share("trace_bank", harvest_worker, experiment, Scripted(experiment=experiment))
+    never.computed(worth * 10, list("bcdef"))
+    assert never.helper is None
 
 
 def test_a_failed_helper_leaves_its_keys_to_the_step(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from urllib.parse import quote
@@ -169,20 +170,8 @@ def shard_work(store, bank: str, make: Callable[[dict, str], tuple[str, str, dic
     return work
 
 
-def shard_helper(name: str, factory, experiment, bank: str, tasks: pl.DataFrame, resource,
-                 options: dict | None = None):
-    """The second core's helper for the later half of the tasks whose shards are still to make
-    (None where the config wants none, or fewer than two are left)."""
-    from apsft_dagster.assets import second_core
-    from apsft_dagster.core.layout import shard_file
-
-    store = experiment.store()
-    todo = [t for t in sorted(tasks["task_id"]) if not store.exists(shard_file(bank, t))]
-    return second_core.start(name, factory, experiment, todo, resource, options)
-
-
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
-                make: Callable[[dict, str], tuple[str, str, dict]], helper=None) -> dg.MaterializeResult:
+                make: Callable[[dict, str], tuple[str, str, dict]], share=None) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.
 
     A shard that exists and verifies is kept; otherwise `make(task_row, shard_file)` writes it
@@ -191,8 +180,8 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     own metadata (action, shard SHA-256, figures) through `add_asset_metadata(partition_key=...)`,
     Dagster 1.13's per-partition record in a single-run backfill; the data version stays run-wide
     (1.13 has no supported per-partition data version in one run). Progress goes to the Dagster
-    log and, in a terminal, to a progress bar. `helper` (assets/second_core.py) computes the shards
-    of the tasks it owns in a process of its own; the loop takes its (digest, action, figures).
+    log and, in a terminal, to a progress bar. `share` (assets/second_core.py) may hand the later
+    half of the shards still to make to a helper process; the loop takes its (action, figures).
     """
     from apsft_dagster.core.layout import shard_file
     from apsft_dagster.core.progress import Pace
@@ -200,13 +189,19 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
 
     digests, counts, pace, kept, say = {}, Counter(), Pace(tasks.height), [], log_and_show(context)
     rows = tasks.sort("task_id").iter_rows(named=True)
+    todo = [t for t in tasks.sort("task_id")["task_id"] if not store.exists(shard_file(bank, t))]
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
-        got = helper.result(task["task_id"]) if helper is not None and helper.owns(task["task_id"]) else None
+        got = share.result(task["task_id"]) if share is not None else None
         if got is not None:
             digest, action, figures = store.verify(name), got["action"], got["figures"]  # its receipt, re-hashed
+        elif store.exists(name):
+            digest, action, figures = store.verify(name), "kept", {}
         else:
-            digest, action, figures = (store.verify(name), "kept", {}) if store.exists(name) else make(task, name)
+            started = time.perf_counter()
+            digest, action, figures = make(task, name)
+            if share is not None:
+                share.computed(time.perf_counter() - started, todo[todo.index(task["task_id"]) + 1:])
         digests[task["task_id"]] = digest
         counts[action] += 1
         context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])

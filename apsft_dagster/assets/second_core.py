@@ -33,6 +33,7 @@ from pathlib import Path
 
 SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process
 STOCK = "apsft_dagster.resources."  # the resources a helper builds for itself
+WORTH_S = 15.0  # a helper starts once the half it would take is worth this many seconds
 
 
 def cores() -> int:
@@ -83,15 +84,34 @@ class Helper:
         return [k for k in self.keys if k not in (self._results or {})]
 
 
-def start(name: str, factory: Factory, experiment, keys: Sequence[str], resource,
-          options: dict | None = None) -> Helper | None:
-    """A helper for the later half of `keys` when the config wants one and there are two or more.
-    `resource` is the step's model-holding resource: the helper builds the project's own, so a step
-    given another (a test's scripted engine, a subclass) keeps every partition."""
-    keys = list(keys)
-    if len(keys) < 2 or not wanted(experiment.config()) or not type(resource).__module__.startswith(STOCK):
-        return None
-    return Helper(name, factory, experiment, keys[(len(keys) + 1) // 2:], options)
+class Share:
+    """A step's loop and, once it pays, a helper: after each partition the step computes itself,
+    `computed(seconds, left)` starts a helper for the later half of `left` (the partitions still to
+    compute, in the loop's order) when that half is worth `WORTH_S` seconds at the fastest partition
+    so far (the first carries the model's load); a helper costs about 6 s to start (interpreter,
+    torch, the model), so smoke's scoring and R1 (0.2 s a task) and its training (4 s a policy) keep
+    their partitions, while its harvest and generations, and the laptop's every model-holding step,
+    share them. `resource` is the step's model-holding resource: the helper builds the project's
+    own, so a step given another (a test's scripted engine, a subclass) never shares."""
+
+    def __init__(self, name: str, factory: Factory, experiment, resource, options: dict | None = None):
+        self._args, self.helper, self.fastest = (name, factory, experiment), None, None
+        self._options = options
+        self._on = wanted(experiment.config()) and type(resource).__module__.startswith(STOCK)
+
+    def owns(self, key: str) -> bool:
+        return self.helper is not None and self.helper.owns(key)
+
+    def result(self, key: str) -> dict | None:
+        return self.helper.result(key) if self.owns(key) else None
+
+    def computed(self, seconds: float, left: Sequence[str]) -> None:
+        if not self._on or self.helper is not None:
+            return
+        self.fastest = seconds if self.fastest is None else min(self.fastest, seconds)
+        theirs = list(left)[(len(left) + 1) // 2:]
+        if theirs and self.fastest * len(theirs) >= WORTH_S:
+            self.helper = Helper(*self._args, theirs, self._options)
 
 
 def _read(path: Path) -> dict[str, dict]:

@@ -1,10 +1,11 @@
 """evaluate Stage A (base + six policies): greedy generations (cached by key), then the parsed tables."""
 
+import time
 from collections.abc import Callable
 
 import dagster as dg
 
-from apsft_dagster.assets import second_core
+from apsft_dagster.assets.second_core import Share
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.evaluation.generations import eval_tasks
@@ -29,12 +30,13 @@ def stage_a_generations(context: dg.AssetExecutionContext, experiment: Experimen
     allowance, engine) is unchanged are reused."""
     store = experiment.store()
     tasks, digests = eval_tasks(store.get_parquet(TASK_CATALOG)), {}
-    helper = second_core.start("stage_a_generations", generations_worker, experiment, context.partition_keys,
-                               generator)
-    for i, policy in enumerate(context.partition_keys):
-        got = helper.result(policy) if helper is not None and helper.owns(policy) else None
+    share, keys = Share("stage_a_generations", generations_worker, experiment, generator), context.partition_keys
+    for i, policy in enumerate(keys):
+        got = share.result(policy)
         if got is None:
+            started = time.perf_counter()
             got = _generations(experiment, generator, tasks, policy)
+            share.computed(time.perf_counter() - started, keys[i + 1:])
         digests[policy], figures = store.verify(eval_generations(policy)), got["figures"]
         context.add_asset_metadata({"sha256": digests[policy], **figures}, partition_key=policy)
         context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {figures['generated']} generated, "

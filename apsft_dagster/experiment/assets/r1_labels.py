@@ -6,7 +6,8 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards,
-                                        shard_helper, shard_work)
+                                        shard_work)
+from apsft_dagster.assets.second_core import Share
 from apsft_dagster.experiment.assets.score_bank import score_bank, score_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
@@ -24,8 +25,8 @@ def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     """Continue x + z + b once per scored trace (rollouts.sampling), parse, label success."""
     store = experiment.store()
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    helper = shard_helper("r1_labels", r1_worker, experiment, R1_BANK, catalog, generator)
-    return fill_shards(context, store, R1_BANK, catalog, _maker(experiment, generator), helper)
+    share = Share("r1_labels", r1_worker, experiment, generator)
+    return fill_shards(context, store, R1_BANK, catalog, _maker(experiment, generator), share)
 
 
 def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Callable[[dict, str], tuple]:

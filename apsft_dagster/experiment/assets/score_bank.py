@@ -6,7 +6,8 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards,
-                                        shard_helper, shard_work)
+                                        shard_work)
+from apsft_dagster.assets.second_core import Share
 from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA
@@ -51,9 +52,8 @@ def score_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
     config, store = experiment.config(), experiment.store()
     require_parity(store.get_json(PARITY_GATE) if store.exists(PARITY_GATE) else None, config.scoring.instrument)
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    helper = shard_helper("score_bank", score_worker, experiment, SCORE_BANK, catalog, scorer,
-                          {"batch_size": scorer.batch_size})
-    return fill_shards(context, store, SCORE_BANK, catalog, _maker(experiment, scorer), helper)
+    share = Share("score_bank", score_worker, experiment, scorer, {"batch_size": scorer.batch_size})
+    return fill_shards(context, store, SCORE_BANK, catalog, _maker(experiment, scorer), share)
 
 
 def _maker(experiment: ExperimentResource, scorer: ScoringResource) -> Callable[[dict, str], tuple]:

@@ -3,12 +3,13 @@ greedy generations of every planned policy on the Stage B splits (Stage A's rows
 k samples per task for the sampled policies, their parsed tables; and the final verdict by the
 ladder (core/stage_b.py)."""
 
+import time
 from collections.abc import Callable
 
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets import second_core
+from apsft_dagster.assets.second_core import Share
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, table_preview
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks
@@ -63,11 +64,13 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
     store = experiment.store()
     planned(store, context.partition_keys)
     work, digests = generations_worker(experiment, generator), {}
-    helper = second_core.start("stage_b_generations", generations_worker, experiment, context.partition_keys,
-                               generator)
-    for i, policy in enumerate(context.partition_keys):
-        got = helper.result(policy) if helper is not None and helper.owns(policy) else None
-        for kind, name, figures in (got or work(policy))["runs"]:
+    share, keys = Share("stage_b_generations", generations_worker, experiment, generator), context.partition_keys
+    for i, policy in enumerate(keys):
+        got, started = share.result(policy), time.perf_counter()
+        if got is None:
+            got = work(policy)
+            share.computed(time.perf_counter() - started, keys[i + 1:])
+        for kind, name, figures in got["runs"]:
             digests[name] = store.verify(name)
             context.add_asset_metadata({f"{kind}_{k}": v for k, v in {"sha256": digests[name], **figures}.items()},
                                        partition_key=policy)

@@ -7,7 +7,8 @@ import polars as pl
 
 from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards,
-                                        shard_helper, shard_work)
+                                        shard_work)
+from apsft_dagster.assets.second_core import Share
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.core import trace_audit
 from apsft_dagster.core.bank import InheritedBank, write_index
@@ -29,8 +30,8 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
     with a core to spare, a second process harvests the later half: assets/second_core.py)."""
     store = experiment.store()
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    helper = shard_helper("trace_bank", harvest_worker, experiment, TRACE_BANK, catalog, generator)
-    return fill_shards(context, store, TRACE_BANK, catalog, _maker(experiment, generator), helper)
+    share = Share("trace_bank", harvest_worker, experiment, generator)
+    return fill_shards(context, store, TRACE_BANK, catalog, _maker(experiment, generator), share)
 
 
 def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Callable[[dict, str], tuple]:

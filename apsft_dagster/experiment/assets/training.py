@@ -4,11 +4,12 @@
 seed's policies Stage B's plan names (its partitions are added when the plan names them, so a run
 whose Stage A verdict is final has none)."""
 
+import time
 from collections.abc import Callable
 
 import dagster as dg
 
-from apsft_dagster.assets import second_core
+from apsft_dagster.assets.second_core import Share
 from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, completed, log_and_show,
                                         png_markdown, svg_markdown)
 from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
@@ -64,12 +65,14 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
         context.log.info(f"budget gate: {gate['device_hours']:.4f} device-hours estimated for {len(matrix)} policies "
                          f"at {gate['tokens_per_s']:,.0f} tokens/s ({gate['throughput_source']}); budget "
                          f"{gate['budget_device_hours']} ({gate['budget_source']})")
-    reports = {}
-    helper = second_core.start(context.asset_key.to_user_string(), training_worker, experiment, todo, trainer)
+    reports, share = {}, Share(context.asset_key.to_user_string(), training_worker, experiment, trainer)
     for i, policy in enumerate(context.partition_keys):
         if policy in todo:
-            got = helper.result(policy) if helper is not None and helper.owns(policy) else None
-            report = got["report"] if got else trainer.train(policy, manifest_sha, log_and_show(context))
+            got, started = share.result(policy), time.perf_counter()
+            if got is None:
+                got = {"report": trainer.train(policy, manifest_sha, log_and_show(context))}
+                share.computed(time.perf_counter() - started, todo[todo.index(policy) + 1:])
+            report = got["report"]
             timing, action = report.pop("timing"), "trained"
         else:
             report, timing, action = store.get_json(adapter_report(policy)), None, "kept"
