@@ -25,7 +25,8 @@ from pathlib import Path
 
 from apsft_dagster.core.config import Config, canonical_json
 from apsft_dagster.core.determinism import kernel_settings
-from apsft_dagster.core.embedded.shipped import ENTRY, copy_entry, place_entry, shipped_entry, verify_shipped
+from apsft_dagster.core.embedded.shipped import (ENTRY, copy_entry, entry_files, place_entry, shipped_entry,
+                                                verify_shipped)
 from apsft_dagster.core.paths import model_cache_dir
 from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, write_atomic
 
@@ -128,8 +129,7 @@ def _read_entry(entry: Path, log: Callable[[str], None]) -> dict | None:
         recorded = json.loads((entry / ENTRY).read_text())
     except (OSError, json.JSONDecodeError):
         return None
-    files = {k: v for k, v in dir_digests(entry).items() if k != ENTRY}
-    if fingerprint(files) != recorded["fingerprint"]:
+    if fingerprint(entry_files(entry)) != recorded["fingerprint"]:
         log(f"model cache entry {entry} does not match its recorded fingerprint; rebuilding it")
         return None
     return recorded["report"]

@@ -41,7 +41,7 @@ def verify_shipped(folder: Path) -> dict:
         raise HashMismatchError(f"shipped model {folder / ENTRY}: unreadable or without its file list ({exc}); "
                                 f"restore it from git (`git checkout -- {folder}`) or build with "
                                 f"APSFT_MODEL_CACHE=off") from exc
-    found = {k: v for k, v in dir_digests(folder).items() if k != ENTRY}
+    found = entry_files(folder)
     for name in sorted(set(files) | set(found)):
         if files.get(name) != found.get(name):
             what = ("is missing" if name not in found else "is not listed in its entry" if name not in files
@@ -52,6 +52,11 @@ def verify_shipped(folder: Path) -> dict:
     if fingerprint(found) != recorded["fingerprint"]:
         raise HashMismatchError(f"shipped model {folder}: its files do not give the fingerprint in {ENTRY}; refused")
     return recorded["report"]
+
+
+def entry_files(folder: Path) -> dict[str, str]:
+    """An entry's files (relative name -> SHA-256) but its `cache_entry.json`: what the fingerprint covers."""
+    return {k: v for k, v in dir_digests(folder).items() if k != ENTRY}
 
 
 def copy_entry(source: Path, target: Path) -> None:
@@ -85,4 +90,4 @@ def _intact(entry: Path) -> bool:
         recorded = json.loads((entry / ENTRY).read_text())["fingerprint"]
     except (OSError, json.JSONDecodeError, KeyError, TypeError):
         return False
-    return fingerprint({k: v for k, v in dir_digests(entry).items() if k != ENTRY}) == recorded
+    return fingerprint(entry_files(entry)) == recorded
