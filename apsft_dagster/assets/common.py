@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import io
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from urllib.parse import quote
@@ -143,14 +142,13 @@ def log_and_show(context: dg.AssetExecutionContext) -> Callable[[str], None]:
     log shows warnings only unless `apsft run --verbose`): every line in a terminal; where stderr is
     a pipe or a file (`apsft run | tee run.log`, CI), the counted lines `core.progress.Throttle` lets
     through, one each half minute at most apart but for an item's own time, and about ten a stage."""
-    from apsft_dagster.core.progress import Throttle
+    from apsft_dagster.core.progress import shown
 
-    terminal, throttle = sys.stderr.isatty(), Throttle()
+    show = shown(context.asset_key.to_user_string())
 
     def say(message: str) -> None:
         context.log.info(message)
-        if terminal or throttle.due(message):
-            print(f"  {context.asset_key.to_user_string()}: {message}", file=sys.stderr, flush=True)
+        show(message)
     return say
 
 
@@ -197,11 +195,10 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
             digest, action, figures = store.verify(name), got["action"], got["figures"]  # its receipt, re-hashed
         elif store.exists(name):
             digest, action, figures = store.verify(name), "kept", {}
-        else:
-            started = time.perf_counter()
+        elif share is None:
             digest, action, figures = make(task, name)
-            if share is not None:
-                share.computed(time.perf_counter() - started, todo[todo.index(task["task_id"]) + 1:])
+        else:
+            digest, action, figures = share.run(lambda: make(task, name), todo[todo.index(task["task_id"]) + 1:])
         digests[task["task_id"]] = digest
         counts[action] += 1
         context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])

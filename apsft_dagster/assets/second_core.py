@@ -28,8 +28,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process
 STOCK = "apsft_dagster.resources."  # the resources a helper builds for itself
@@ -46,6 +48,7 @@ def wanted(config) -> bool:
             and config.harvest.backend == "transformers" and cores() >= 2 * config.compute.threads)
 
 
+T = TypeVar("T")
 Factory = Callable[..., Callable[[str], dict]]  # factory(experiment, **options) -> work(key) -> a JSON-able result
 
 
@@ -105,6 +108,13 @@ class Share:
     def result(self, key: str) -> dict | None:
         return self.helper.result(key) if self.owns(key) else None
 
+    def run(self, compute: Callable[[], T], left: Sequence[str]) -> T:
+        """`compute()` in the step's own process, timed for `computed`."""
+        started = time.perf_counter()
+        out = compute()
+        self.computed(time.perf_counter() - started, left)
+        return out
+
     def computed(self, seconds: float, left: Sequence[str]) -> None:
         if not self._on or self.helper is not None:
             return
@@ -140,16 +150,10 @@ def _die_with_parent(parent: int) -> None:
 
 
 def say(name: str) -> Callable[[str], None]:
-    """A helper's progress lines on stderr, marked as the second core's: every line in a terminal,
-    else those `core.progress.Throttle` lets through."""
-    from apsft_dagster.core.progress import Throttle
+    """A helper's progress lines on stderr, marked as the second core's (`core.progress.shown`)."""
+    from apsft_dagster.core.progress import shown
 
-    terminal, throttle = sys.stderr.isatty(), Throttle()
-
-    def out(line: str) -> None:
-        if terminal or throttle.due(line):
-            print(f"  {name} (second core): {line}", file=sys.stderr, flush=True)
-    return out
+    return shown(f"{name} (second core)")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 import time
 from collections.abc import Callable
 
@@ -92,3 +93,14 @@ def counted(desc: str, say: Callable[[str], None]) -> Callable[[int, int], None]
         if throttle.due(line):
             say(line)
     return progress
+
+
+def shown(prefix: str) -> Callable[[str], None]:
+    """Progress lines on stderr as `  <prefix>: <line>`: every line in a terminal; where stderr is a
+    pipe or a file, those a `Throttle` lets through."""
+    terminal, throttle = sys.stderr.isatty(), Throttle()
+
+    def show(line: str) -> None:
+        if terminal or throttle.due(line):
+            print(f"  {prefix}: {line}", file=sys.stderr, flush=True)
+    return show

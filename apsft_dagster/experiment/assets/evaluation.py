@@ -1,6 +1,5 @@
 """evaluate Stage A (base + six policies): greedy generations (cached by key), then the parsed tables."""
 
-import time
 from collections.abc import Callable
 
 import dagster as dg
@@ -32,11 +31,8 @@ def stage_a_generations(context: dg.AssetExecutionContext, experiment: Experimen
     tasks, digests = eval_tasks(store.get_parquet(TASK_CATALOG)), {}
     share, keys = Share("stage_a_generations", generations_worker, experiment, generator), context.partition_keys
     for i, policy in enumerate(keys):
-        got = share.result(policy)
-        if got is None:
-            started = time.perf_counter()
-            got = _generations(experiment, generator, tasks, policy)
-            share.computed(time.perf_counter() - started, keys[i + 1:])
+        got = share.result(policy) or share.run(lambda: _generations(experiment, generator, tasks, policy),
+                                                keys[i + 1:])
         digests[policy], figures = store.verify(eval_generations(policy)), got["figures"]
         context.add_asset_metadata({"sha256": digests[policy], **figures}, partition_key=policy)
         context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {figures['generated']} generated, "

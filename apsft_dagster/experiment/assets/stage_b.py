@@ -3,7 +3,6 @@ greedy generations of every planned policy on the Stage B splits (Stage A's rows
 k samples per task for the sampled policies, their parsed tables; and the final verdict by the
 ladder (core/stage_b.py)."""
 
-import time
 from collections.abc import Callable
 
 import dagster as dg
@@ -66,10 +65,7 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
     work, digests = generations_worker(experiment, generator), {}
     share, keys = Share("stage_b_generations", generations_worker, experiment, generator), context.partition_keys
     for i, policy in enumerate(keys):
-        got, started = share.result(policy), time.perf_counter()
-        if got is None:
-            got = work(policy)
-            share.computed(time.perf_counter() - started, keys[i + 1:])
+        got = share.result(policy) or share.run(lambda: work(policy), keys[i + 1:])
         for kind, name, figures in got["runs"]:
             digests[name] = store.verify(name)
             context.add_asset_metadata({f"{kind}_{k}": v for k, v in {"sha256": digests[name], **figures}.items()},

@@ -4,7 +4,6 @@
 seed's policies Stage B's plan names (its partitions are added when the plan names them, so a run
 whose Stage A verdict is final has none)."""
 
-import time
 from collections.abc import Callable
 
 import dagster as dg
@@ -68,10 +67,9 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
     reports, share = {}, Share(context.asset_key.to_user_string(), training_worker, experiment, trainer)
     for i, policy in enumerate(context.partition_keys):
         if policy in todo:
-            got, started = share.result(policy), time.perf_counter()
-            if got is None:
-                got = {"report": trainer.train(policy, manifest_sha, log_and_show(context))}
-                share.computed(time.perf_counter() - started, todo[todo.index(policy) + 1:])
+            got = share.result(policy) or share.run(
+                lambda: {"report": trainer.train(policy, manifest_sha, log_and_show(context))},
+                todo[todo.index(policy) + 1:])
             report = got["report"]
             timing, action = report.pop("timing"), "trained"
         else:
