@@ -9,6 +9,7 @@ import io
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -88,17 +89,19 @@ def outside(d: Domain) -> st.SearchStrategy:
     return st.one_of(options).filter(lambda v: not d.contains(v))
 
 
-def _write(field: str, value) -> Path:
+@contextlib.contextmanager
+def _written(field: str, value) -> Iterator[Path]:
+    """A profile setting `field` to `value`, alone in a folder removed afterwards."""
     raw = copy.deepcopy(SMOKE)
     *parents, leaf = field.split(".")
     node = raw
     for key in parents:
         node = node.setdefault(key, {})
     node[leaf] = value
-    folder = Path(tempfile.mkdtemp(prefix="domain-"))
-    path = folder / "profile.yaml"
-    path.write_text(yaml.dump(raw, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
-    return path
+    with tempfile.TemporaryDirectory(prefix="domain-") as folder:
+        path = Path(folder) / "profile.yaml"
+        path.write_text(yaml.dump(raw, Dumper=getattr(yaml, "CSafeDumper", yaml.SafeDumper)))
+        yield path
 
 
 def _validate(path: Path) -> tuple[int, str]:
@@ -125,15 +128,16 @@ def _linked(field: str) -> str | None:
 @given(data=st.data())
 def test_a_value_outside_its_domain_is_refused_by_name_and_nothing_is_written(domain, data):
     value = data.draw(outside(domain), label=domain.field)
-    path = _write(domain.field, value)
-    rc, said = _validate(path)
+    with _written(domain.field, value) as path:
+        rc, said = _validate(path)
+        left = sorted(p.name for p in path.parent.iterdir())
     assert rc == 2, f"{domain.field} = {value!r} was accepted:\n{said}"
     assert re.search(rf"  {re.escape(domain.field)}(\.\d+)?: ", said), said
     if domain.kind in ("integer", "number") and isinstance(value, int | float) and not isinstance(value, bool) \
             and (domain.kind == "number" or isinstance(value, int)) and value == value and abs(value) != float("inf"):
         bound = domain.low if (domain.low is not None and value <= domain.low) else domain.high
         assert f"than {_num(bound)}" in said or f"to {_num(bound)}" in said, said  # the range is stated
-    assert sorted(p.name for p in path.parent.iterdir()) == ["profile.yaml"]  # no state, store or Dagster home
+    assert left == ["profile.yaml"]  # no state, store or Dagster home
 
 
 @pytest.mark.parametrize("domain", DOMAINS, ids=lambda d: d.field)
@@ -142,7 +146,8 @@ def test_a_value_outside_its_domain_is_refused_by_name_and_nothing_is_written(do
 def test_a_value_inside_its_domain_validates(domain, data):
     value = data.draw(inside(domain), label=domain.field)
     try:
-        load_config(path=_write(domain.field, value))
+        with _written(domain.field, value) as path:
+            load_config(path=path)
     except ConfigError as exc:
         rule = _linked(domain.field)  # refused by a rule across fields, never by this field's own range
         assert rule is not None and re.search(rule, str(exc)) and "Input should" not in str(exc), \
@@ -190,13 +195,13 @@ def test_every_command_that_takes_a_profile_refuses_a_bad_one_before_writing(tmp
     commands = next(a for a in parser()._actions if a.dest == "command").choices
     assert set(commands) == set(COMMAND_LINES), "a command without a line in COMMAND_LINES"
     (tmp_path / "rows.jsonl").write_text('{"row_id": "a", "messages": []}\n')
-    path = _write("harvest.samples_per_task", -3)
-    for key, where in (("APSFT_STATE_DIR", "state"), ("APSFT_STORE_DIR", "store"), ("DAGSTER_HOME", "dagster")):
-        monkeypatch.setenv(key, str(path.parent / where))
-    for command, extra in COMMAND_LINES.items():
-        argv = [command, *[a.format(dir=tmp_path) for a in extra], "--config", str(path)]
-        assert main(argv) == 2, argv
-        assert "harvest.samples_per_task: Input should be greater than or equal to 1 (got -3)" in \
-            capsys.readouterr().err, argv
-        assert sorted(p.name for p in path.parent.iterdir()) == ["profile.yaml"], argv
+    with _written("harvest.samples_per_task", -3) as path:
+        for key, where in (("APSFT_STATE_DIR", "state"), ("APSFT_STORE_DIR", "store"), ("DAGSTER_HOME", "dagster")):
+            monkeypatch.setenv(key, str(path.parent / where))
+        for command, extra in COMMAND_LINES.items():
+            argv = [command, *[a.format(dir=tmp_path) for a in extra], "--config", str(path)]
+            assert main(argv) == 2, argv
+            assert "harvest.samples_per_task: Input should be greater than or equal to 1 (got -3)" in \
+                capsys.readouterr().err, argv
+            assert sorted(p.name for p in path.parent.iterdir()) == ["profile.yaml"], argv
     assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.jsonl"]
