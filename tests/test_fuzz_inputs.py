@@ -208,7 +208,8 @@ BIG = json.dumps({**ROW, "messages": [*ROW["messages"], {"role": "user", "conten
     (json.dumps({**ROW, "row_id": 7}).encode(), "field 'row_id' must be a string"),
     (json.dumps({**ROW, "harness": ["terminus2"]}).encode(), "field 'harness' must be one of"),
     (BIG, None),  # a 50 MB row is a row: counted, in one pass
-])
+], ids=["truncated", "not-utf8", "key-twice", "deep", "messages-not-list", "row-id-not-str", "bad-harness",
+        "50mb"])  # short ids: pytest-xdist sends each id between processes (the 50 MB row's was the row)
 def test_the_named_bad_rows_are_refused_by_line_and_a_50_mb_row_is_counted(tmp_path, line, refusal):
     path = tmp_path / "export.jsonl"
     path.write_bytes(next(iter(dataset_lines(1, seed=3))) + line + b"\n")
