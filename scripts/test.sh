@@ -1,22 +1,27 @@
 #!/usr/bin/env bash
-# The README's test command, and exactly what .ci/run calls: set up .venv and run the suite in it;
-# meanwhile set up .venv-vllm (pip: mostly unpacking; the suite runs on every core through
-# pytest-xdist: docs/timings.md); then hand the vLLM lane its models (built by .venv) and run the
-# lane in .venv-vllm. Any failing step fails the command.
+# The README's test command, and exactly what .ci/run calls: set up .venv, then run the suite in it
+# on every core (pytest-xdist) while, beside it, .venv-vllm is set up, the main venv hands the vLLM
+# lane its models and the lane runs in .venv-vllm (each lane process holds one pinned torch thread,
+# so the three processes share the two cores without stalling each other; docs/timings.md). The
+# lane's output is printed once the suite ends. Any failing step fails the command.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 mkdir -p .apsft
-log=.apsft/setup-vllm.log
-bash scripts/setup.sh vllm > "$log" 2>&1 &
-setup_pid=$!
-echo "test: .venv-vllm is being set up beside the suite (log: $log)"
+log=.apsft/vllm-lane.log
+lane() {
+  bash scripts/setup.sh vllm || { echo "test: setting up .venv-vllm failed"; return 1; }
+  .venv/bin/python scripts/vllm_lane_model.py || return 1
+  .venv-vllm/bin/python -m pytest -q -p no:cacheprovider tests/vllm_lane
+}
+lane > "$log" 2>&1 &
+lane_pid=$!
+echo "test: the vLLM lane (.venv-vllm's setup, its models, its tests) runs beside the suite (log: $log)"
 suite=0
 .venv/bin/python -m pytest -q -n auto --dist loadgroup || suite=$?  # one worker per core (pytest-xdist)
-setup=0
-wait "$setup_pid" || setup=$?
+echo "test: the suite is done; waiting for the vLLM lane"
+lane_rc=0
+wait "$lane_pid" || lane_rc=$?
 cat "$log"
 if [ "$suite" != 0 ]; then exit "$suite"; fi
-if [ "$setup" != 0 ]; then echo "test: setting up .venv-vllm failed (its log is above)"; exit "$setup"; fi
-.venv/bin/python scripts/vllm_lane_model.py
-.venv-vllm/bin/python -m pytest -q tests/vllm_lane
+if [ "$lane_rc" != 0 ]; then echo "test: the vLLM lane failed (its log is above)"; exit "$lane_rc"; fi
