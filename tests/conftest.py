@@ -1,5 +1,12 @@
 import contextlib
+import os
 import sys
+
+# One torch thread a process, as every CPU profile pins (compute.threads): the suite runs a worker per
+# core (pytest-xdist), and a 2-thread process beside a busy core stalls several-fold (the sampler
+# tests: 103 s with two threads beside `yes`, 64 s with one). Before torch is imported, so this
+# process and the children the tests start inherit it; set OMP_NUM_THREADS to choose otherwise.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import apsft_dagster  # noqa: F401  first: it pins the CPU kernels before anything imports torch (core/determinism.py)
 from pathlib import Path

@@ -3,6 +3,7 @@ conftest hook with `xdist_group` run on one worker, so a session fixture they sh
 pytest 9.2 broke this silently (xdist 3.8 sets `item._nodeid`, which 9.2 no longer reads: the smoke
 run was built twice, 140 s each), hence the pin in pyproject.toml and this test."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -41,3 +42,10 @@ def test_a_conftest_group_keeps_its_tests_on_one_worker(tmp_path):
     grouped = [line for line in proc.stdout.splitlines() if "PASSED" in line and "@shared" in line]
     assert len(grouped) == 3, proc.stdout  # the group's name joins the node id: xdist saw the marker
     assert len({line.split("]")[0] for line in grouped}) == 1, grouped  # one worker ran all three
+
+
+def test_a_suite_process_holds_one_torch_thread():
+    """conftest.py pins one thread before torch loads (a worker per core; more would stall each other)."""
+    import torch
+
+    assert os.environ["OMP_NUM_THREADS"] == "1" and torch.get_num_threads() == 1
