@@ -35,6 +35,8 @@ def pytest_configure(config):
 
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     os.environ.setdefault("APSFT_MODEL_CACHE", os.path.join(base, "apsft", "model_cache"))
+    if hasattr(config.option, "loadscopereorder"):  # xdist: units in collection order (see modifyitems)
+        config.option.loadscopereorder = False
 
 
 def free_port() -> int:
@@ -185,15 +187,26 @@ PIPELINES = ("smoke_run", "cli_run")  # the whole smoke experiment, in this proc
 def pytest_collection_modifyitems(config, items):
     """A test that reads one of the smoke runs (`PIPELINES`) is `slow`: the quick lane runs no
     pipeline. Under pytest-xdist (`-n`, `--dist loadgroup`: scripts/test.sh) the tests that read the
-    in-process smoke run share one worker, so it is materialized once; `cli_run` is shared by every
-    worker through `shared_folder`."""
+    in-process smoke run share one worker, so it is materialized once, and the other readers of
+    `cli_run` (README command 1 in a fresh process, shared by every worker through `shared_folder`)
+    share another. The two groups come first, so each worker starts on one of the two pipelines
+    (the groups are xdist's first two units: `pytest_configure` keeps collection order), then the
+    other slow tests, then the rest: the longest work is never left for the end."""
     xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
         used = set(getattr(item, "fixturenames", ())) & set(PIPELINES)
         if used:
             item.add_marker(pytest.mark.slow)
-        if xdist and "smoke_run" in used:
-            item.add_marker(pytest.mark.xdist_group("smoke_run"))
+        if xdist and used:
+            item.add_marker(pytest.mark.xdist_group("smoke_run" if "smoke_run" in used else "cli_run"))
+    if xdist:
+        items.sort(key=_scheduled)
+
+
+def _scheduled(item) -> int:
+    group = item.get_closest_marker("xdist_group")
+    name = group.args[0] if group else None
+    return {"smoke_run": 0, "cli_run": 1}.get(name, 2 if item.get_closest_marker("slow") else 3)
 
 
 @pytest.fixture(scope="session")

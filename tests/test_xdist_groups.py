@@ -49,3 +49,52 @@ def test_a_suite_process_holds_one_torch_thread():
     import torch
 
     assert os.environ["OMP_NUM_THREADS"] == "1" and torch.get_num_threads() == 1
+
+
+PIPELINE_TESTS = """
+import os, pytest
+
+def _ran(name):
+    with open(os.environ["ORDER_FILE"], "a") as fh:
+        fh.write(f"{os.environ['PYTEST_XDIST_WORKER']} {name}\\n")
+
+@pytest.fixture(scope="session")
+def smoke_run(): return None
+
+@pytest.fixture(scope="session")
+def cli_run(): return None
+
+def test_q1(): _ran("plain")
+def test_q2(): _ran("plain")
+@pytest.mark.slow
+def test_s1(): _ran("slow")
+def test_q3(): _ran("plain")
+def test_c1(cli_run): _ran("cli_run")
+def test_m1(smoke_run): _ran("smoke_run")
+def test_m2(smoke_run, cli_run): _ran("smoke_run")
+def test_c2(cli_run): _ran("cli_run")
+"""
+
+
+@pytest.mark.slow
+def test_each_worker_starts_on_one_of_the_two_pipelines(tmp_path):
+    """The suite's conftest (its hooks, copied) puts the in-process smoke run's readers first and
+    the other cli_run readers second, in collection order: worker one starts the one pipeline, worker
+    two the other, and no pipeline waits behind quick tests (each is about 150 s on this machine)."""
+    from pathlib import Path
+
+    here = Path(__file__).parent / "conftest.py"
+    (tmp_path / "conftest.py").write_text(here.read_text().replace("sys.path.insert(0, str(Path(__file__).parent))",
+                                                                   "sys.path.insert(0, %r)" % str(here.parent)))
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
+    (tmp_path / "test_pipelines.py").write_text(textwrap.dedent(PIPELINE_TESTS))
+    order = tmp_path / "order.txt"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
+                           "-q", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
+                          env={**os.environ, "ORDER_FILE": str(order)})
+    assert proc.returncode == 0, proc.stdout[-2000:]
+    ran = [line.split() for line in order.read_text().splitlines()]
+    first = {worker: name for worker, name in reversed(ran)}
+    assert sorted(first.values()) == ["cli_run", "smoke_run"], ran
+    by = {name: {w for w, n in ran if n == name} for name in ("smoke_run", "cli_run")}
+    assert len(by["smoke_run"]) == len(by["cli_run"]) == 1 and by["smoke_run"] != by["cli_run"], ran
