@@ -231,11 +231,20 @@ def cli_run(tmp_path_factory):
             env = {**os.environ, "APSFT_STATE_DIR": str(folder / "state")}
             for name in ("APSFT_CONFIG", "APSFT_PROFILE", "APSFT_STORE_DIR", "DAGSTER_HOME", "APSFT_SECOND_CORE"):
                 env.pop(name, None)
-            proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--store", str(folder / "store")],
-                                  capture_output=True, text=True, env=env, cwd=PROJECT_ROOT)
-            done.write_text(json.dumps({"args": proc.args, "returncode": proc.returncode, "stdout": proc.stdout,
-                                        "stderr": proc.stderr}))
+            args = [sys.executable, "-m", "apsft_dagster.cli", "run", "--store", str(folder / "store")]
+            with open(folder / "stdout.txt", "w+") as out:
+                # stderr a pipe, read line by line as it comes: each line with whether the run was
+                # still going when it arrived (test_progress_pipe reads them)
+                proc = subprocess.Popen(args, stdout=out, stderr=subprocess.PIPE, text=True, env=env,
+                                        cwd=PROJECT_ROOT)
+                live = [[line.rstrip("\n"), proc.poll() is None] for line in proc.stderr]
+                returncode = proc.wait()
+                out.seek(0)
+                stdout = out.read()
+            done.write_text(json.dumps({"args": args, "returncode": returncode, "stdout": stdout,
+                                        "stderr": "".join(line + "\n" for line, _ in live), "live": live}))
         saved = json.loads(done.read_text())
     proc = subprocess.CompletedProcess(saved["args"], saved["returncode"], saved["stdout"], saved["stderr"])
+    proc.live = [tuple(pair) for pair in saved["live"]]  # (stderr line, the run still going when it came)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return proc, Store(folder / "store"), folder / "state"
