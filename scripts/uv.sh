@@ -32,14 +32,18 @@ pip_settings() {  # every value pip is set up with for KEY (files and PIP_* envi
   python3 -m pip config list 2>/dev/null | sed -n "s/^[^.]*\.$1='\(.*\)'$/\1/p" | tr ' ' '\n' | sed '/^$/d'
 }
 
+UV_SOURCES=()  # uv's flags for pip's sources, read from `pip config list` once (uv_install)
 uv_install() {
   local python=$1; shift
-  local args=(--python "$python" --quiet --compile-bytecode --index-strategy unsafe-best-match) value
-  value="$(pip_settings index-url | tail -n 1)"
-  [ -z "$value" ] || args+=(--index-url "$value")
-  while read -r value; do args+=(--extra-index-url "$value"); done < <(pip_settings extra-index-url)
-  while read -r value; do args+=(--find-links "$value"); done < <(pip_settings find-links | sort -u)
-  while read -r value; do [ ! -f "$value" ] || args+=(--constraint "$value"); done < <(pip_settings constraint)
-  value="$(pip_settings cert | tail -n 1)"
-  SSL_CERT_FILE="${value:-${SSL_CERT_FILE:-}}" "$UV_BIN" pip install "${args[@]}" "$@"
+  local value
+  if [ ${#UV_SOURCES[@]} = 0 ]; then
+    UV_SOURCES=(--quiet --compile-bytecode --index-strategy unsafe-best-match)
+    value="$(pip_settings index-url | tail -n 1)"
+    [ -z "$value" ] || UV_SOURCES+=(--index-url "$value")
+    while read -r value; do UV_SOURCES+=(--extra-index-url "$value"); done < <(pip_settings extra-index-url)
+    while read -r value; do UV_SOURCES+=(--find-links "$value"); done < <(pip_settings find-links | sort -u)
+    while read -r value; do [ ! -f "$value" ] || UV_SOURCES+=(--constraint "$value"); done < <(pip_settings constraint)
+    UV_CERT="$(pip_settings cert | tail -n 1)"
+  fi
+  SSL_CERT_FILE="${UV_CERT:-${SSL_CERT_FILE:-}}" "$UV_BIN" pip install --python "$python" "${UV_SOURCES[@]}" "$@"
 }

@@ -31,8 +31,6 @@ def pytest_configure(config):
     takes the smoke models the package ships (apsft_dagster/models, core/embedded/shipped.py), so a
     clean clone does not train them again; entries are content-addressed and verified, and the
     build itself keeps its determinism test."""
-    import os
-
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     os.environ.setdefault("APSFT_MODEL_CACHE", os.path.join(base, "apsft", "model_cache"))
     if hasattr(config.option, "loadscopereorder"):  # xdist: units in collection order (see modifyitems)
