@@ -1,7 +1,6 @@
 """The second core's helper (assets/second_core.py): when a step wants one, which partitions it
 takes, and what the step does when the helper fails. That a helper's bytes equal the step's own is
-test_materialize's `test_fresh_process_run_is_byte_identical` (command 1 with helpers against the
-in-process smoke run without)."""
+proved on README command 1's run (test_materialize's docstring names the tests)."""
 
 import os
 
@@ -79,6 +78,42 @@ def test_a_failed_helper_leaves_its_keys_to_the_step(tmp_path):
     assert helper.result("caravan-L1-000") is None and helper.exit_code not in (0, None)
     assert helper.missed() == ["caravan-L1-000", "caravan-L1-001"]
     assert not folder.exists()
+
+
+def test_a_helper_dropped_unread_stops_and_leaves_no_folder(tmp_path):
+    """A step that fails before it reads its helper's results: the helper is stopped, its folder goes."""
+    import gc
+
+    experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
+    helper = second_core.Helper("trace_bank", harvest_worker, experiment, ["caravan-L1-000"])
+    proc, folder = helper._proc, helper._dir
+    assert folder.is_dir() and folder.name.startswith(f"{second_core.PREFIX}{os.getpid()}-")
+    del helper
+    gc.collect()
+    assert proc.poll() is not None and not folder.exists()
+
+
+def test_a_killed_steps_helper_folder_is_swept_by_the_next_helper(tmp_path):
+    """A step killed with SIGKILL runs no finalizer: the next helper on the machine removes the folder
+    of a step whose process is gone, and leaves a living one's."""
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    dead = Path(tempfile.mkdtemp(prefix=f"{second_core.PREFIX}{gone.pid}-"))
+    (dead / "results.jsonl").write_text("")
+    living = Path(tempfile.mkdtemp(prefix=f"{second_core.PREFIX}{os.getppid()}-"))
+    try:
+        experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
+        helper = second_core.Helper("trace_bank", harvest_worker, experiment, ["caravan-L1-000"])
+        assert not dead.exists() and living.is_dir() and helper._dir.is_dir()
+        helper.result("caravan-L1-000")
+    finally:
+        for folder in (dead, living):
+            if folder.exists():
+                second_core.shutil.rmtree(folder)
 
 
 def test_a_line_cut_short_by_a_kill_is_not_a_result(tmp_path):

@@ -10,8 +10,8 @@ of its own, pinned to the same one thread, computing through the same store (ato
 kill leaves nothing half-written) and reporting each finished partition in a JSON line. The step
 computes the first half meanwhile, then records every partition in order (receipts re-hashed), as
 if it had computed them all; any partition the helper did not finish (it died, it was killed) the
-step computes itself. The bytes are the same either way: test_materialize's
-`test_fresh_process_run_is_byte_identical` compares a run with helpers to one without.
+step computes itself. The bytes are the same either way: the suite computes the partitions
+command 1's helpers made again in its own process (test_materialize.py says which tests).
 
 Not used where the device is the bottleneck (`compute.device` other than cpu: one engine per node,
 the `gpu` pool), where the pinned threads already fill the cores (full_cpu: 2 of 2), on vLLM's CPU
@@ -29,12 +29,14 @@ import subprocess
 import sys
 import tempfile
 import time
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process
 STOCK = "apsft_dagster.resources."  # the resources a helper builds for itself
+PREFIX = "apsft-second-core-"  # + the step's process id: a folder whose process is gone is swept
 WORTH_S = 15.0  # a helper starts once the half it would take is worth this many seconds
 
 
@@ -59,7 +61,8 @@ class Helper:
 
     def __init__(self, name: str, factory: Factory, experiment, keys: Sequence[str], options: dict | None = None):
         self.keys, self.name = list(keys), name
-        self._dir = Path(tempfile.mkdtemp(prefix="apsft-second-core-"))
+        _sweep()
+        self._dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         fields = {field: getattr(experiment, field) for field in ("profile", "config_path", "store_dir",
                                                                    "definitions_digest")}
         cmd = [sys.executable, "-m", "apsft_dagster.assets.second_core", name,
@@ -69,6 +72,8 @@ class Helper:
         self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         self._results: dict[str, dict] | None = None
         self.exit_code: int | None = None
+        # a step that fails before reading every result: the helper stops, its folder goes
+        weakref.finalize(self, _discard, self._proc, self._dir)
 
     def owns(self, key: str) -> bool:
         return key in self.keys
@@ -122,6 +127,31 @@ class Share:
         theirs = list(left)[(len(left) + 1) // 2:]
         if theirs and self.fastest * len(theirs) >= WORTH_S:
             self.helper = Helper(*self._args, theirs, self._options)
+
+
+def _discard(proc: subprocess.Popen, folder: Path) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _sweep() -> None:
+    """Remove the folders of helpers whose step's process is gone (killed: no finalizer ran)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
+        pid = folder.name[len(PREFIX):].split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _read(path: Path) -> dict[str, dict]:
