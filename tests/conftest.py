@@ -126,38 +126,41 @@ class StageRuns:
 
 
 @pytest.fixture(scope="session")
-def smoke_run(tmp_path_factory):
-    """The smoke profile materialized in-process through the stage runner, into one store (done once).
+def smoke_run(cli_run):
+    """README command 1's run (`cli_run`: the smoke profile in a fresh process, the second core's
+    helpers on) read back stage by stage from its own instance, the state folder's DAGSTER_HOME.
 
     Returns ({stage or asset name: StageRuns}, store): each job by its name without `_job`, and
-    each asset of a multi-asset stage by its own name. Without the second core's helper processes."""
-    from apsft_dagster.core.store import Store
-    from apsft_dagster.runner import run_stages
+    each asset of a multi-asset stage by its own name. The suite runs the experiment once: an
+    in-process run beside it (until 2026-12-03) cost a worker about 170 s; what it proved, the same
+    bytes whichever process computes a partition, the kill and rerun tests prove partition by
+    partition (test_materialize.py names them)."""
+    from dagster._core.instance.ref import InstanceRef
+
     from apsft_dagster.experiment.stages import STAGES
 
-    import os
-
-    from apsft_dagster.assets.second_core import SWITCH
-
-    store_dir = tmp_path_factory.mktemp("smoke_store")
-    instance = dg.DagsterInstance.ephemeral()
-    # every partition in this process; `cli_run` (README command 1) hands half of some stages to the
-    # second core, and test_materialize compares the two runs' files byte for byte
-    before, os.environ[SWITCH] = os.environ.get(SWITCH), "off"
-    try:
-        outcomes = run_stages(smoke_definitions(store_dir), instance, STAGES, alert=False)
-    finally:
-        if before is None:
-            del os.environ[SWITCH]
-        else:
-            os.environ[SWITCH] = before
-    assert [o.job for o in outcomes] == [s.job for s in STAGES] and all(o.ok for o in outcomes), outcomes
+    proc, store, state = cli_run
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(state / "dagster_home")))
+    said = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()
+            if line.startswith("  ") and line.split()[0].endswith("_job")}  # each stage's line: ok or skip
     results = {}
-    for stage, outcome in zip(STAGES, outcomes):
+    for stage in STAGES:
+        outcome = Recorded(instance, stage.job, skipped=said[stage.job] == "skip")
         results[stage.job.removesuffix("_job")] = StageRuns(instance, outcome)
         for asset in stage.assets:
             results.setdefault(asset.key.to_user_string(), StageRuns(instance, outcome, asset.key.to_user_string()))
-    return results, Store(store_dir)
+    yield results, store
+    instance.dispose()
+
+
+class Recorded:
+    """A stage's runs as its instance recorded them (what `runner.StageOutcome` holds in process)."""
+
+    def __init__(self, instance, job: str, skipped: bool):
+        runs = sorted(instance.get_run_records(filters=dg.RunsFilter(job_name=job)), key=lambda r: r.create_timestamp)
+        self.run_ids = [r.dagster_run.run_id for r in runs]
+        self.success = all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs)
+        self.skipped = skipped
 
 
 @contextlib.contextmanager
@@ -178,33 +181,31 @@ def shared_folder(tmp_path_factory, name: str):
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-PIPELINES = ("smoke_run", "cli_run")  # the whole smoke experiment, in this process or a fresh one
+PIPELINES = ("smoke_run", "cli_run")  # README command 1's run, read back per stage or whole
 
 
 @pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
 def pytest_collection_modifyitems(config, items):
-    """A test that reads one of the smoke runs (`PIPELINES`) is `slow`: the quick lane runs no
-    pipeline. Under pytest-xdist (`-n`, `--dist loadgroup`: scripts/test.sh) the tests that read the
-    in-process smoke run share one worker, so it is materialized once, and the other readers of
-    `cli_run` (README command 1 in a fresh process, shared by every worker through `shared_folder`)
-    share another. The two groups come first, so each worker starts on one of the two pipelines
-    (the groups are xdist's first two units: `pytest_configure` keeps collection order), then the
-    other slow tests, then the rest: the longest work is never left for the end."""
+    """A test that reads the smoke run (`PIPELINES`) is `slow`: the quick lane runs no pipeline.
+    Under pytest-xdist (`-n`, `--dist loadgroup`: scripts/test.sh) those tests share one worker,
+    which runs README command 1 (`cli_run`, shared by every worker through `shared_folder`) and then
+    reads it, while the other worker starts on the other slow tests (the group is xdist's first
+    unit: `pytest_configure` keeps collection order), then the rest: the longest work is never left
+    for the end, and no worker waits on the run."""
     xdist = config.pluginmanager.hasplugin("xdist")
     for item in items:
-        used = set(getattr(item, "fixturenames", ())) & set(PIPELINES)
-        if used:
+        if set(getattr(item, "fixturenames", ())) & set(PIPELINES):
             item.add_marker(pytest.mark.slow)
-        if xdist and used:
-            item.add_marker(pytest.mark.xdist_group("smoke_run" if "smoke_run" in used else "cli_run"))
+            if xdist:
+                item.add_marker(pytest.mark.xdist_group("cli_run"))
     if xdist:
         items.sort(key=_scheduled)
 
 
 def _scheduled(item) -> int:
-    group = item.get_closest_marker("xdist_group")
-    name = group.args[0] if group else None
-    return {"smoke_run": 0, "cli_run": 1}.get(name, 2 if item.get_closest_marker("slow") else 3)
+    if item.get_closest_marker("xdist_group"):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,13 @@
-"""Materialize task_catalog and base_model (smoke) in-process and in a fresh process; compare bytes."""
+"""README command 1's run (smoke, a fresh process, the second core's helpers on): its catalog and
+model, its lines, and partitions computed again in this process, byte for byte.
 
-import json
+The same bytes whichever process computes a partition is proved partition by partition: the
+harvest's later tasks (the helper's share) by test_trace_bank's kill and resume, which computes the
+last six again in this process; Stage A's last policy (the helper's) and one task's score and R1
+shards by the test below; an adapter by test_training_assets."""
+
+import shutil
+from collections.abc import Callable
 
 import dagster as dg
 import pytest
@@ -11,19 +18,13 @@ from apsft_dagster.core.layout import BASE_MODEL_REPORT as REPORT
 from apsft_dagster.core.layout import TASK_CATALOG
 from apsft_dagster.core.base_model import inspect_model_dir
 from apsft_dagster.core.store import Store
-from apsft_dagster.resources import ExperimentResource
+from apsft_dagster.resources import ExperimentResource, ScoringResource
 
 
 @pytest.fixture(scope="module")
 def in_process(smoke_run):
     results, store = smoke_run
     return results["tasks_and_model"], store
-
-
-@pytest.fixture(scope="module")
-def fresh_process(cli_run):
-    proc, store, _ = cli_run
-    return proc, store
 
 
 def test_catalog_checks_pass_and_metadata_is_reported(in_process):
@@ -68,52 +69,64 @@ def test_saved_model_reloads_and_validates_as_a_local_model_directory(in_process
     assert type(model).__name__ == "Qwen3_5ForCausalLM" and not model.config.tie_word_embeddings
 
 
-@pytest.mark.slow
-def test_fresh_process_run_is_byte_identical(in_process, fresh_process):
-    """Every stage's files, catalog to the SFT manifest (CPU determinism across processes)."""
+def test_command_one_says_one_line_per_stage_in_order(cli_run):
     from apsft_dagster.experiment.stages import STAGES
 
-    _, first = in_process
-    proc, second = fresh_process
+    proc, _, _ = cli_run
     lines = proc.stdout.splitlines()
     assert [line.split()[0] for line in lines if line.startswith("  ") and line.split()[0].endswith("_job")] == [
         s.job for s in STAGES]  # one quiet line per stage, in order
     assert f"apsft run: {len(STAGES)}/{len(STAGES)} stages succeeded" in proc.stdout
     assert "DEBUG" not in proc.stdout + proc.stderr  # Dagster's own log only with --verbose
-    assert first.verify(TASK_CATALOG) == second.verify(TASK_CATALOG)
-    assert first.verify("base_model") == second.verify("base_model")
-    one = json.loads(first.receipt_path("base_model").read_text())["files"]
-    two = json.loads(second.receipt_path("base_model").read_text())["files"]
-    assert one == two and "model.safetensors" in one and "tokenizer.json" in one
-    assert first.get_json(REPORT)["sampled_accuracy"] == second.get_json(REPORT)["sampled_accuracy"]
-    for bank in ("trace_bank", "score_bank", "r1_labels"):  # every shard, via the index of shard hashes
-        assert first.verify(f"{bank}/index.json") == second.verify(f"{bank}/index.json"), bank
-    # the seal, all six arm files (named in the manifest) and the manifest itself
     manifest_line = next(line for line in lines if line.split()[0] == "sft_manifest_and_audits_job")
     assert " ok " in manifest_line and "checks 3/3" in manifest_line  # incl. byte_identical_rerun
-    assert first.verify("evidence_seal.json") == second.verify("evidence_seal.json")
-    assert first.verify("sft_manifest.json") == second.verify("sft_manifest.json")
-    # every adapter and merged model, file by file, and their reports (curves, digests, counts)
-    from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve, merged_dir, merged_report
-    from apsft_dagster.core.policies import stage_a_policies
 
-    for policy in stage_a_policies(load_config("smoke")):
-        for name in (adapter_dir(policy), adapter_report(policy), loss_curve(policy), merged_dir(policy),
-                     merged_report(policy)):
-            assert first.verify(name) == second.verify(name), name
-        files = json.loads(first.receipt_path(merged_dir(policy)).read_text())["files"]
-        assert files == json.loads(second.receipt_path(merged_dir(policy)).read_text())["files"]
-    # the evaluation tables, the analysis and the report with its plots
-    from apsft_dagster.core.layout import (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN,
-                                           eval_generations, eval_table, report_plot)
-    from apsft_dagster.core.report import PLOTS
-    from apsft_dagster.core.policies import stage_a_eval_keys
 
-    for policy in stage_a_eval_keys(load_config("smoke")):
-        assert first.verify(eval_generations(policy)) == second.verify(eval_generations(policy)), policy
-        assert first.verify(eval_table(policy)) == second.verify(eval_table(policy)), policy
-    for name in (STAGE_A_DECISION, STAGE_B_PLAN, STAGE_B_DECISION, REPORT_MARKDOWN, *(report_plot(p) for p in PLOTS)):
-        assert first.verify(name) == second.verify(name), name
+def _helped(proc, step: str) -> str:
+    """The last partition command 1 handed `step`'s helper (a count's last line is always shown:
+    core/progress.py, Throttle)."""
+    helped = [line.split()[4].rstrip(":") for line in proc.stderr.splitlines()
+              if line.startswith(f"  {step} (second core): [")]
+    assert helped, f"command 1's {step} handed nothing to a helper"
+    return helped[-1]
+
+
+def _recomputed(step: str, proc, experiment) -> tuple[str, list[str], Callable[[str], dict]]:
+    """(key, the names it writes, the helper's own work function) for one step's partition."""
+    from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, eval_generations, shard_file
+    from apsft_dagster.experiment.assets.evaluation import generations_worker
+    from apsft_dagster.experiment.assets.r1_labels import r1_worker
+    from apsft_dagster.experiment.assets.score_bank import score_worker
+
+    if step == "stage_a_generations":
+        policy = _helped(proc, step)
+        return policy, [eval_generations(policy)], generations_worker(experiment)
+    task = _helped(proc, "trace_bank")  # scoring and R1 of a task the harvest's helper drew
+    batch = ScoringResource(experiment=experiment).batch_size
+    bank, work = {"score_bank": (SCORE_BANK, lambda: score_worker(experiment, batch)),
+                  "r1_labels": (R1_BANK, lambda: r1_worker(experiment))}[step]
+    return task, [shard_file(bank, task)], work()
+
+
+@pytest.mark.parametrize("step", ["score_bank", "r1_labels", "stage_a_generations"])
+def test_a_partition_computed_again_in_this_process_is_the_same_file(cli_run, tmp_path, monkeypatch, step):
+    """Command 1 handed the later half of its harvest's tasks and of Stage A's policies to the second
+    core's helper (its stderr names them). A partition computed again here, in a process with
+    another history and no helper, with the helper's own work function, is the same file: Stage A's
+    last policy (the helper's), and the scoring and R1 of a task whose traces the helper drew (on
+    smoke the step computes those itself; on the laptop a helper shares them too)."""
+    from apsft_dagster.assets.second_core import SWITCH
+
+    proc, store, _ = cli_run
+    copy = Store(tmp_path / "store")
+    shutil.copytree(store.root, copy.root)
+    monkeypatch.setenv(SWITCH, "off")
+    key, names, work = _recomputed(step, proc, ExperimentResource(profile="smoke", store_dir=str(copy.root)))
+    for name in names:
+        copy.remove(name)
+    result = work(key)
+    assert result.get("action") != "kept" and result["figures"].get("reused", 0) == 0, result  # computed, not kept
+    assert [copy.verify(n) for n in names] == [store.verify(n) for n in names]
 
 
 def test_full_profile_validates_and_fingerprints_a_local_model_directory(in_process, tmp_path, monkeypatch):

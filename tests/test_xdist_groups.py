@@ -69,18 +69,19 @@ def test_q2(): _ran("plain")
 @pytest.mark.slow
 def test_s1(): _ran("slow")
 def test_q3(): _ran("plain")
-def test_c1(cli_run): _ran("cli_run")
-def test_m1(smoke_run): _ran("smoke_run")
-def test_m2(smoke_run, cli_run): _ran("smoke_run")
-def test_c2(cli_run): _ran("cli_run")
+def test_c1(cli_run): _ran("run")
+def test_m1(smoke_run): _ran("run")
+def test_m2(smoke_run, cli_run): _ran("run")
+def test_c2(cli_run): _ran("run")
 """
 
 
 @pytest.mark.slow
-def test_each_worker_starts_on_one_of_the_two_pipelines(tmp_path):
-    """The suite's conftest (its hooks, copied) puts the in-process smoke run's readers first and
-    the other cli_run readers second, in collection order: worker one starts the one pipeline, worker
-    two the other, and no pipeline waits behind quick tests (each is about 150 s on this machine)."""
+def test_one_worker_starts_on_the_run_and_the_other_on_the_slow_tests(tmp_path):
+    """The suite's conftest (its hooks, copied) puts every reader of README command 1's run first,
+    as one group, and the other slow tests next, in collection order: one worker starts the run
+    (about 150 s on this machine) and reads it, the other starts on the slow tests, and neither
+    waits behind quick tests."""
     from pathlib import Path
 
     here = Path(__file__).parent / "conftest.py"
@@ -95,6 +96,5 @@ def test_each_worker_starts_on_one_of_the_two_pipelines(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:]
     ran = [line.split() for line in order.read_text().splitlines()]
     first = {worker: name for worker, name in reversed(ran)}
-    assert sorted(first.values()) == ["cli_run", "smoke_run"], ran
-    by = {name: {w for w, n in ran if n == name} for name in ("smoke_run", "cli_run")}
-    assert len(by["smoke_run"]) == len(by["cli_run"]) == 1 and by["smoke_run"] != by["cli_run"], ran
+    assert sorted(first.values()) == ["run", "slow"], ran
+    assert len({w for w, n in ran if n == "run"}) == 1, ran  # the run's four readers on one worker
