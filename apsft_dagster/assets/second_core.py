@@ -72,8 +72,8 @@ class Helper:
         self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
         self._results: dict[str, dict] | None = None
         self.exit_code: int | None = None
-        # a step that fails before reading every result: the helper stops, its folder goes
-        weakref.finalize(self, _discard, self._proc, self._dir)
+        # its folder goes once read; a step that fails before reading it: the helper stops, the folder goes
+        self._discard = weakref.finalize(self, _discard, self._proc, self._dir)
 
     def owns(self, key: str) -> bool:
         return key in self.keys
@@ -84,7 +84,7 @@ class Helper:
         if self._results is None:
             self.exit_code = self._proc.wait()
             self._results = _read(self._dir / "results.jsonl")
-            shutil.rmtree(self._dir, ignore_errors=True)
+            self._discard()
         return self._results.get(key)
 
     def missed(self) -> list[str]:
