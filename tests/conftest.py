@@ -138,29 +138,24 @@ def smoke_run(cli_run):
     from dagster._core.instance.ref import InstanceRef
 
     from apsft_dagster.experiment.stages import STAGES
+    from apsft_dagster.runner import StageOutcome, _collect
 
     proc, store, state = cli_run
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(state / "dagster_home")))
     said = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()
             if line.startswith("  ") and line.split()[0].endswith("_job")}  # each stage's line: ok or skip
     results = {}
-    for stage in STAGES:
-        outcome = Recorded(instance, stage.job, skipped=said[stage.job] == "skip")
+    for stage in STAGES:  # each stage's outcome read back as the runner reads it in process
+        outcome = StageOutcome(stage.job, skipped=said[stage.job] == "skip")
+        runs = instance.get_run_records(filters=dg.RunsFilter(job_name=stage.job))
+        for record in sorted(runs, key=lambda r: r.create_timestamp):
+            _collect(instance, record.dagster_run.run_id, outcome)
+        assert outcome.ok, outcome
         results[stage.job.removesuffix("_job")] = StageRuns(instance, outcome)
         for asset in stage.assets:
             results.setdefault(asset.key.to_user_string(), StageRuns(instance, outcome, asset.key.to_user_string()))
     yield results, store
     instance.dispose()
-
-
-class Recorded:
-    """A stage's runs as its instance recorded them (what `runner.StageOutcome` holds in process)."""
-
-    def __init__(self, instance, job: str, skipped: bool):
-        runs = sorted(instance.get_run_records(filters=dg.RunsFilter(job_name=job)), key=lambda r: r.create_timestamp)
-        self.run_ids = [r.dagster_run.run_id for r in runs]
-        self.success = all(r.dagster_run.status == dg.DagsterRunStatus.SUCCESS for r in runs)
-        self.skipped = skipped
 
 
 @contextlib.contextmanager
