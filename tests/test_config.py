@@ -65,7 +65,7 @@ def test_full_without_model_directory_is_refused(monkeypatch, tmp_path):
 
 
 def test_unknown_profile_lists_the_known_ones():
-    known = r"known profiles are \['full', 'full_cpu', 'laptop', 'smoke', 'smoke_vllm'\]"
+    known = r"known profiles are \['full', 'full_cpu', 'laptop', 'laptop_rehearsal', 'smoke', 'smoke_vllm'\]"
     with pytest.raises(ConfigError, match=rf"profile 'nope'.*{known}"):
         load_config("nope")
 

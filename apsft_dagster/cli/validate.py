@@ -6,6 +6,7 @@ import argparse
 
 from apsft_dagster.cli.args import profile_arguments
 from apsft_dagster.core.config import load_config
+from apsft_dagster.core.rehearsal import LABEL, changed_line
 
 
 def add_parser(sub) -> None:
@@ -17,4 +18,7 @@ def add_parser(sub) -> None:
 def validate(args: argparse.Namespace) -> int:
     config = load_config(args.profile, args.config)
     print(f"{config.profile}: valid, digest {config.digest}")
+    if config.rehearsal:
+        print(f"  a {LABEL} of {config.sealed_profile} (Stage A sealed as {config.sealed_digest}); changed: "
+              f"{changed_line(config)}")
     return 0

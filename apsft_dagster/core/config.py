@@ -14,9 +14,10 @@ import hashlib
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import yaml
-from pydantic import ValidationError, model_validator
+from pydantic import PrivateAttr, ValidationError, model_validator
 
 from apsft_dagster.core.config_sections import (  # the sections, importable from here as before
     ARCHITECTURES,
@@ -88,6 +89,10 @@ class Config(Strict):
     run_report: RunReport | None = None
     # the plan's throughput envelopes: optional (only `apsft plan` reads them), never in the digest
     plan: Plan | None = None
+    # a declared rehearsal: the registered profile whose Stage A this one re-reads with changed
+    # trigger thresholds (core/rehearsal.py); bound by load_config
+    rehearsal: str | None = None
+    _registered: Any = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:
@@ -139,7 +144,27 @@ class Config(Strict):
     def digest(self) -> str:
         """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (the sibling
         systems' sections and the plan's envelopes left out: they do not change the experiment)."""
-        return hashlib.sha256(canonical_json(self.model_dump(mode="json", exclude=set(UNSEALED_SECTIONS)))).hexdigest()
+        unsealed = {*UNSEALED_SECTIONS, *(["rehearsal"] if self.rehearsal is None else [])}  # a registered profile's
+        return hashlib.sha256(canonical_json(self.model_dump(mode="json", exclude=unsealed))).hexdigest()  # as before
+
+    @property
+    def registered(self) -> Config:
+        """The registered profile whose Stage A this is: itself, or the one a rehearsal rehearses."""
+        if self.rehearsal is None:
+            return self
+        if self._registered is None:
+            raise ConfigError(f"profile {self.profile}: a rehearsal of {self.rehearsal!r} not bound to it; load "
+                              "profiles with load_config")
+        return self._registered
+
+    @property
+    def sealed_digest(self) -> str:
+        """The digest Stage A's artifacts and the evidence seal bind (the registered profile's)."""
+        return self.registered.digest
+
+    @property
+    def sealed_profile(self) -> str:
+        return self.registered.profile
 
 
 def _check_tasks(tasks: Tasks) -> None:
@@ -199,7 +224,20 @@ def load_config(profile: str | None = None, path: str | os.PathLike | None = Non
         raise ConfigError(f"{source}: invalid config:\n{_describe(exc)}") from None
     if config.model.source == "local" and require_snapshot:
         _require_model_dir(config, source)
+    if config.rehearsal is not None:
+        _bind_rehearsal(config, source, require_snapshot)
     return config
+
+
+def _bind_rehearsal(config: Config, source: Path, require_snapshot: bool) -> None:
+    """Load the registered profile a rehearsal names (never a rehearsal itself) and bind it."""
+    from apsft_dagster.core.rehearsal import bind
+
+    path = profile_file(source, config.rehearsal, "rehearsal")
+    if (of := read_profile(path).get("rehearsal")) is not None:
+        raise ConfigError(f"{source}: rehearsal: {config.rehearsal!r} is itself a rehearsal (of {of!r}); name the "
+                          "registered profile it rehearses")
+    bind(config, load_config(path=path, require_snapshot=require_snapshot), source, UNSEALED_SECTIONS)
 
 
 def read_profile(source: Path, _seen: tuple[Path, ...] = ()) -> dict:
@@ -215,14 +253,21 @@ def read_profile(source: Path, _seen: tuple[Path, ...] = ()) -> dict:
     parent = raw.pop("extends", None)
     if parent is None:
         return raw
-    if not isinstance(parent, str):
-        raise ConfigError(f"{source}: extends: expected a profile name or a path, got {parent!r}")
-    base = source.parent / parent if parent.endswith((".yaml", ".yml")) else CONFIG_DIR / f"{parent}.yaml"
-    if not base.is_file():
-        raise ConfigError(f"{source}: extends: {parent!r}: no file {base}")
+    base = profile_file(source, parent, "extends")
     if base.resolve() in _seen:
         raise ConfigError(f"{source}: extends: {parent!r} extends itself (through {[str(p) for p in _seen]})")
     return _merged(read_profile(base, (*_seen, source.resolve())), raw)
+
+
+def profile_file(source: Path, name: object, key: str) -> Path:
+    """The file `key: name` in `source` points at: a profile name under configs/, or a path relative
+    to `source`."""
+    if not isinstance(name, str):
+        raise ConfigError(f"{source}: {key}: expected a profile name or a path, got {name!r}")
+    found = source.parent / name if name.endswith((".yaml", ".yml")) else CONFIG_DIR / f"{name}.yaml"
+    if not found.is_file():
+        raise ConfigError(f"{source}: {key}: {name!r}: no file {found}")
+    return found
 
 
 def _merged(base: dict, override: dict) -> dict:

@@ -249,7 +249,7 @@ class Evaluation(Strict):
 
 class StageB(Strict):
     min_gain: NonNegFloat
-    min_lower_bound: NonNegFloat
+    min_lower_bound: Annotated[float, Field(ge=-1, lt=1)]  # a lower bound of a difference of two shares
     max_parse_rate_loss: Share
     max_family_macro_loss: Share
     k_samples: PosInt

@@ -21,6 +21,7 @@ from apsft_dagster.core.arms import ARMS, arms_with
 from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.policies import BASE, stage_a_policies
+from apsft_dagster.core.rehearsal import LABEL
 
 QUESTION = ("Does training on the thoughts that most raise the likelihood of the correct answer (answer or joint "
             "potential) bank more reasoning than training on ordinary traces of the same tasks?")
@@ -85,10 +86,12 @@ def _read(store: Store, config: Config) -> dict:
 
 def _status(config: Config, f: dict) -> list[str]:
     final, decision = f["final"], f["decision"]
-    return [f"# Experiment report ({config.profile} profile)", "", "## Question", "", QUESTION, "",
+    title = f"# Experiment report ({config.profile} profile)" + (f": {LABEL}" if final.get("rehearsal") else "")
+    return [title, "", "## Question", "", QUESTION, "",
             "## Status and verdict", "",
-            f"- Final verdict: **{final['final_verdict']}** ({final['rule']})",
-            f"- Stage A verdict: **{f['analysis']['verdict']}** (strongest trace baseline: "
+            f"- Final verdict: **{final['final_verdict']}**{_label(final)} ({final['rule']})",
+            *_rehearsal(final),
+            f"- Stage A verdict: **{f['analysis']['verdict']}**{_label(final)} (strongest trace baseline: "
             f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
             f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
             "(shortest_natural strictly above every other arm on core IID)",
@@ -98,6 +101,21 @@ def _status(config: Config, f: dict) -> list[str]:
                              "not triggered; failed conditions: " + "; ".join(
                                  f"{arm}: {', '.join(r) or 'none'}" for arm, r in final["plan"]["reasons"].items())),
             ""]
+
+
+def _label(document: dict) -> str:
+    return f" [{LABEL}]" if document.get("rehearsal") else ""
+
+
+def _rehearsal(final: dict) -> list[str]:
+    """A rehearsal's line: which thresholds it changed, and the registered thresholds' verdict."""
+    r = final.get("rehearsal")
+    if not r:
+        return []
+    shown = "; ".join(f"`{k}` {v['rehearsal']:g} (registered {v['registered']:g})" for k, v in r["changed"].items())
+    return [f"- **This is a {LABEL}**, not the registered run: a rehearsal of `{r['registered_profile']}` (config "
+            f"{r['config_digest'][:12]}, its Stage A sealed as {r['registered_digest'][:12]}); {shown}. By the "
+            f"registered thresholds Stage A's verdict is **{r['registered_verdict']}**"]
 
 
 def _detectable(f: dict) -> str:

@@ -118,7 +118,7 @@ def _join_problems(frames: dict[str, pl.DataFrame]) -> list[str]:
 def seal_document(store: Store, config: Config, facts: dict) -> dict:
     base = store.get_json(BASE_MODEL_REPORT)
     log = amendments.classified(store)
-    return {"format": FORMAT, "profile": config.profile, "config_digest": config.digest,
+    return {"format": FORMAT, "profile": config.sealed_profile, "config_digest": config.sealed_digest,
             "base_model_fingerprint": base["fingerprint"], "code": code_digests(), **facts,
             "amendments": {"log_sha256": store.verify(AMENDMENT_LOG) if log else None, "records": log}}
 
@@ -153,8 +153,8 @@ def verify_seal(store: Store, config: Config) -> dict:
 
 def _current_changes(store: Store, config: Config, doc: dict) -> list[str]:
     changes = []
-    if config.digest != doc["config_digest"]:
-        changes.append(f"config digest is {config.digest}, sealed {doc['config_digest']}")
+    if config.sealed_digest != doc["config_digest"]:
+        changes.append(f"config digest is {config.sealed_digest}, sealed {doc['config_digest']}")
     base = store.get_json(BASE_MODEL_REPORT)["fingerprint"]
     if base != doc["base_model_fingerprint"]:
         changes.append(f"base model fingerprint is {base}, sealed {doc['base_model_fingerprint']}")

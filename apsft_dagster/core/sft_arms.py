@@ -83,7 +83,7 @@ def manifest_entry(arm: str, rows: pl.DataFrame, digest: str, config: Config) ->
 
 
 def manifest(entries: list[dict], seal_sha256: str, config: Config) -> dict:
-    return {"format": "apsft-sft-manifest/1", "profile": config.profile, "config_digest": config.digest,
+    return {"format": "apsft-sft-manifest/1", "profile": config.sealed_profile, "config_digest": config.sealed_digest,
             "evidence_seal_sha256": seal_sha256, "arms": entries,
             "forward_tokens": sum(e["forward_tokens"] for e in entries),
             "throughput_tokens_per_s": config.training.throughput_tokens_per_s.model_dump()}

@@ -34,9 +34,9 @@ def verified_manifest(store: Store, config: Config) -> tuple[dict, str, str]:
         raise TrainingError(f"{store.path(SFT_MANIFEST)} names seal {manifest['evidence_seal_sha256']}, the "
                             f"current seal is {seal_sha}; rematerialize sft_arms and sft_manifest "
                             "(apsft run --from sft_arms_job)")
-    if manifest["config_digest"] != config.digest:
+    if manifest["config_digest"] != config.sealed_digest:
         raise TrainingError(f"{store.path(SFT_MANIFEST)} was built under config {manifest['config_digest']}, this run "
-                            f"is {config.digest}; rematerialize it (apsft run --from sft_arms_job)")
+                            f"is {config.sealed_digest}; rematerialize it (apsft run --from sft_arms_job)")
     for entry in manifest["arms"]:
         digest = store.verify(arm_file(entry["arm"]))
         if digest != entry["sha256"]:

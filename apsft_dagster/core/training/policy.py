@@ -76,7 +76,7 @@ def train_policy(store: Store, config: Config, policy: str, base_path: str, mani
     png_sha = store.put_bytes(loss_curve(policy), loss_curve_png(curve, f"{policy}: loss per optimizer step"))
     forward = sum(len(ex.input_ids) for ex in examples) * config.training.epochs
     report = {
-        "format": FORMAT, "policy": policy, "arm": arm, "seed": seed, "config_digest": config.digest,
+        "format": FORMAT, "policy": policy, "arm": arm, "seed": seed, "config_digest": config.sealed_digest,
         "arm_file": arm_file(arm), "arm_sha256": arm_sha, "sft_manifest_sha256": manifest_sha256,
         "base_model_fingerprint": store.get_json(BASE_MODEL_REPORT)["fingerprint"],
         "base_weights": base_weights(config.compute),

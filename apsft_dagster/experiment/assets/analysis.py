@@ -5,6 +5,7 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, table_preview
+from apsft_dagster.core import rehearsal
 from apsft_dagster.core.analysis import stage_a_decision
 from apsft_dagster.core.evaluation.summary import (base_accuracy_informative, conditions_table, joint_strata,
                                                   policy_figures, policy_table)
@@ -41,12 +42,17 @@ def stage_a_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
     strata = joint_strata(results, store.get_parquet(arm_rows("joint_potential")), decision["strongest_baseline"])
     document = {"format": "apsft-stage-a/1", "verdict": decision["verdict"], "decision": decision,
                 "policies": figures, "joint_strata": strata}
+    if config.rehearsal:  # the same table read by the registered thresholds, beside the rehearsal's
+        registered = stage_a_decision(results, n_resamples=ev.bootstrap_resamples, seed=config.seeds.experiment,
+                                      thresholds=config.registered.stage_b, confidence=ev.confidence)
+        document["rehearsal"] = rehearsal.entry(config, registered["verdict"])
     digest = store.put_json(STAGE_A_DECISION, document)
     base = figures[BASE]["core_iid_accuracy"]
-    context.log.info(f"Stage A verdict: {decision['verdict']} (strongest baseline {decision['strongest_baseline']}; "
+    verdict = rehearsal.labelled(decision["verdict"], document)
+    context.log.info(f"Stage A verdict: {verdict} (strongest baseline {decision['strongest_baseline']}; "
                      f"triggered {decision['triggered'] or 'none'}; shortest leads: {decision['shortest_leads']})")
     yield dg.MaterializeResult(
-        metadata={"verdict": decision["verdict"], "strongest_baseline": decision["strongest_baseline"],
+        metadata={"verdict": verdict, "strongest_baseline": decision["strongest_baseline"],
                   "triggered": ", ".join(decision["triggered"]) or "none",
                   "shortest_banking_leads": decision["shortest_leads"], "base_core_iid_accuracy": round(base, 4),
                   **_policy_tables(policy_table(figures)),

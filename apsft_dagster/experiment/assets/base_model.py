@@ -37,7 +37,7 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
         report = {"source": "embedded", "name": config.model.name, "path": BASE_MODEL_DIR,
                   "snapshot": describe_snapshot(store.path(BASE_MODEL_DIR)), "fingerprint": fingerprint, **built}
     require_lora_targets(report["snapshot"], config.training.target_modules, str(report["path"]))
-    report["config_digest"] = config.digest
+    report["config_digest"] = config.sealed_digest  # a rehearsal's Stage A is its registered one's
     cache = {k: report.pop(k) for k in ("cache", "cache_key") if k in report}  # how, not what: kept out of the file
     store.put_json(BASE_MODEL_REPORT, report)
     context.log.info(f"base model {report['name']}: fingerprint {report['fingerprint']}")

@@ -5,6 +5,7 @@ import dagster as dg
 from apsft_dagster.assets.common import OWNERS, png_markdown, report_markdown
 from apsft_dagster.experiment.assets.stage_b import stage_b_analysis
 from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_B_DECISION, report_plot
+from apsft_dagster.core.rehearsal import labelled
 from apsft_dagster.core.report import build_report, report_summary
 from apsft_dagster.resources import ExperimentResource
 
@@ -19,7 +20,8 @@ def experiment_report(context: dg.AssetExecutionContext, experiment: ExperimentR
     markdown, plots = build_report(store, config)
     hashes = {name: store.put_bytes(report_plot(name), data) for name, data in plots.items()}
     digest = store.put_bytes(REPORT_MARKDOWN, markdown.encode())
-    verdict = store.get_json(STAGE_B_DECISION)["final_verdict"]
+    final = store.get_json(STAGE_B_DECISION)
+    verdict = labelled(final["final_verdict"], final)
     context.log.info(f"report: {store.path(REPORT_MARKDOWN)} (verdict {verdict})")
     return dg.MaterializeResult(
         metadata={"verdict": verdict, "path": str(store.path(REPORT_MARKDOWN)),

@@ -18,6 +18,7 @@ from apsft_dagster.core.evaluation.tables import parsed_table, sample_problems, 
 from apsft_dagster.core.layout import STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN, TASK_CATALOG, eval_generations
 from apsft_dagster.core.layout import stage_b_generations as generations_name
 from apsft_dagster.core.layout import stage_b_sample_table, stage_b_samples, stage_b_table
+from apsft_dagster.core.rehearsal import labelled
 from apsft_dagster.core.stage_b import analyze, final_verdict, plan, planned, released_policies, sample_seeds
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.policies import arm_and_seed
@@ -160,6 +161,8 @@ def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
     config, store = experiment.config(), experiment.store()
     analysis, stage_b = store.get_json(STAGE_A_DECISION), store.get_json(STAGE_B_PLAN)
     document = {"format": "apsft-stage-b/2", "stage_a_verdict": analysis["verdict"], "plan": stage_b}
+    if analysis.get("rehearsal"):
+        document["rehearsal"] = analysis["rehearsal"]
     if stage_b["triggered"]:
         missing = [n for n in [*map(stage_b_table, stage_b["greedy_policies"]),
                                *map(stage_b_sample_table, stage_b["sampled_policies"])] if not store.exists(n)]
@@ -177,10 +180,11 @@ def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
         document |= {"final_verdict": verdict, "rule": rule}
     digest = store.put_json(STAGE_B_DECISION, document)
     released = released_policies(store, config, stage_b)
-    context.log.info(f"final verdict: {document['final_verdict']} ({document['rule']})")
+    verdict = labelled(document["final_verdict"], document)
+    context.log.info(f"final verdict: {verdict} ({document['rule']})")
     rungs = {k: document[k]["passed"] for k in ("comparison", "replication", "matched_compute") if k in document}
     return dg.MaterializeResult(
-        metadata={"triggered": stage_b["triggered"], "final_verdict": document["final_verdict"],
+        metadata={"triggered": stage_b["triggered"], "final_verdict": verdict,
                   "rule": document["rule"], "reasons": dg.MetadataValue.json(stage_b["reasons"]),
                   **{f"passed_{k}": v for k, v in rungs.items()},
                   **({"accuracy": table_preview(pl.DataFrame([{"policy": p, **{s: round(a, 4) for s, a in acc.items()}}

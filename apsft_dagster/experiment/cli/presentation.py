@@ -35,12 +35,13 @@ def _verdict(store: str, failed: list) -> None:
 def verdict_line(store) -> str | None:
     """The final verdict, SHORTEST_BANKING_LEADS beside it, and the rule that fired."""
     from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION
+    from apsft_dagster.core.rehearsal import labelled
 
     if not all(store.exists(n) for n in (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION)):
         return None
     final, stage_a = store.get_json(STAGE_B_DECISION), store.get_json(STAGE_A_DECISION)["decision"]
     leads = " (SHORTEST_BANKING_LEADS)" if stage_a["shortest_leads"] else ""
-    return f"{final['final_verdict']}{leads}: {final['rule']}"
+    return f"{labelled(final['final_verdict'], final)}{leads}: {final['rule']}"
 
 
 def _size(store: str) -> str:
