@@ -105,8 +105,8 @@ def test_a_rehearsal_on_a_finished_store_keeps_stage_a_and_labels_every_verdict(
     shutil.copytree(source.root, store.root)
     before = _files(store.root)
     config = _profile(tmp_path, {"stage_b": {"min_gain": 0.0, "min_lower_bound": -1.0}})
-    outcomes = run_stages(smoke_definitions(store.root, config_path=str(config)), dg.DagsterInstance.ephemeral(),
-                          STAGES, alert=False)
+    instance = dg.DagsterInstance.ephemeral()
+    outcomes = run_stages(smoke_definitions(store.root, config_path=str(config)), instance, STAGES, alert=False)
     assert all(o.ok for o in outcomes), [o.job for o in outcomes if not o.ok]
     after = _files(store.root)
     changed = sorted(k for k in before if after.get(k) != before[k])
@@ -123,5 +123,10 @@ def test_a_rehearsal_on_a_finished_store_keeps_stage_a_and_labels_every_verdict(
     assert report.splitlines()[0] == f"# Experiment report (smoke_rehearsal profile): {LABEL}"
     assert f"- Final verdict: **{final['final_verdict']}** [{LABEL}]" in report
     assert f"[{LABEL}]" in verdict_line(store)
-    shown = next(o.figures["stage_b_analysis"] for o in outcomes if "stage_b_analysis" in o.figures)
-    assert shown["final_verdict"] == f"{final['final_verdict']} [{LABEL}]"
+    def shown(asset: str, key: str) -> str:  # what the UI shows in the asset's latest materialization
+        event = instance.get_latest_materialization_event(dg.AssetKey(asset))
+        return event.asset_materialization.metadata[key].value
+
+    assert shown("stage_b_analysis", "final_verdict") == f"{final['final_verdict']} [{LABEL}]"
+    assert shown("experiment_report", "verdict") == f"{final['final_verdict']} [{LABEL}]"
+    assert shown("stage_a_analysis", "verdict") == f"{analysis['verdict']} [{LABEL}]"

@@ -34,6 +34,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from apsft_dagster.core.leftovers import alive
+
 SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process
 STOCK = "apsft_dagster.resources."  # the resources a helper builds for itself
 PREFIX = "apsft-second-core-"  # + the step's process id: a folder whose process is gone is swept
@@ -61,7 +63,7 @@ class Helper:
 
     def __init__(self, name: str, factory: Factory, experiment, keys: Sequence[str], options: dict | None = None):
         self.keys, self.name = list(keys), name
-        _sweep()
+        sweep_folders()
         self._dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         fields = {field: getattr(experiment, field) for field in ("profile", "config_path", "store_dir",
                                                                    "definitions_digest")}
@@ -136,22 +138,18 @@ def _discard(proc: subprocess.Popen, folder: Path) -> None:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _sweep() -> None:
-    """Remove the folders of helpers whose step's process is gone (killed: no finalizer ran)."""
-    for folder in Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"):
-        pid = folder.name[len(PREFIX):].split("-")[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            shutil.rmtree(folder, ignore_errors=True)
+def sweep_folders() -> list[Path]:
+    """Remove the folders `dead_folders` finds; returns them."""
+    gone = dead_folders()
+    for folder in gone:
+        shutil.rmtree(folder, ignore_errors=True)
+    return gone
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True
+def dead_folders() -> list[Path]:
+    """The folders of helpers whose step's process is gone (killed: no finalizer ran)."""
+    return [folder for folder in sorted(Path(tempfile.gettempdir()).glob(f"{PREFIX}*-*"))
+            if (pid := folder.name[len(PREFIX):].split("-")[0]).isdigit() and not alive(int(pid))]
 
 
 def _read(path: Path) -> dict[str, dict]:

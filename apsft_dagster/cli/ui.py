@@ -10,7 +10,7 @@ import sys
 
 from apsft_dagster.cli.args import export_choice, profile_arguments
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.paths import PROJECT_ROOT, ensure_dagster_home
+from apsft_dagster.core.paths import PROJECT_ROOT, ensure_dagster_home, store_root
 
 
 def add_parser(sub) -> None:
@@ -24,9 +24,10 @@ def add_parser(sub) -> None:
 
 
 def ui(args: argparse.Namespace) -> int:
-    load_config(args.profile, args.config)  # a bad profile is refused here, before the instance is made
+    config = load_config(args.profile, args.config)  # a bad profile is refused here, before the instance is made
     export_choice(args)
     ensure_dagster_home()
+    _recover(str(store_root(config.profile)))
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", args.host, "-p", str(args.port)]
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, start_new_session=True)  # its own group, so we can end it all
     signal.signal(signal.SIGTERM, _interrupt)
@@ -34,6 +35,22 @@ def ui(args: argparse.Namespace) -> int:
         return proc.wait()
     except KeyboardInterrupt:
         return _stop(proc)
+
+
+def _recover(store: str) -> None:
+    """What killed runs left: their runs marked failed and pool slots freed (a UI run whose code
+    server and run worker were killed stays STARTED, holding its slot, until then), and their temp
+    files swept (apsft_dagster/run_recovery.py)."""
+    import dagster as dg
+
+    from apsft_dagster.run_recovery import release_abandoned, said, sweep_leftovers
+
+    with dg.DagsterInstance.get() as instance:
+        freed = release_abandoned(instance)
+    if freed:
+        print(f"apsft ui: {len(freed)} run(s) whose processes were killed marked failed, their pool slots freed: "
+              + ", ".join(freed), flush=True)
+    said(sweep_leftovers(store))
 
 
 def _interrupt(*_) -> None:

@@ -56,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if config.rehearsal:
         print(f"  a {LABEL} of {config.sealed_profile}: Stage A is {config.sealed_profile}'s (sealed as config "
               f"{config.sealed_digest[:12]}); changed: {changed_line(config)}", flush=True)
+    from apsft_dagster.run_recovery import said, sweep_leftovers  # dagster: imported only to run
+
+    said(sweep_leftovers(store))
     ensure_dagster_home()
     import dagster as dg
 
