@@ -22,6 +22,7 @@ from pathlib import Path
 import dagster as dg
 from dagster._core.storage.tags import GRPC_INFO_TAG
 
+from apsft_dagster.core.leftovers import alive
 from apsft_dagster.run_tags import RUNNER_TAG  # its value: host:pid:start of the process that executes the run
 
 WORKER_EVENTS = {dg.DagsterEventType.ENGINE_EVENT, dg.DagsterEventType.STEP_WORKER_STARTED}
@@ -56,13 +57,7 @@ def _gone(process: str) -> bool:
     if host != socket.gethostname() or not pid.isdigit():
         return False
     if ticks == "?":  # no /proc when it was tagged (not Linux): whether the pid exists is all there is
-        try:
-            os.kill(int(pid), 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            pass
-        return False
+        return not alive(int(pid))
     found = _stat(int(pid))
     return found is None or found[0] == "Z" or found[1] != ticks  # a zombie is killed, only not yet reaped
 

@@ -54,14 +54,11 @@ def changed(config: Config, registered: Config) -> dict[str, dict[str, float]]:
             for f in TRIGGER_FIELDS if getattr(config.stage_b, f) != getattr(registered.stage_b, f)}
 
 
-def entry(config: Config, registered_verdict: str | None = None) -> dict | None:
-    """What a decision document records of the rehearsal (None for a registered profile)."""
-    if config.rehearsal is None:
-        return None
-    out = {"label": LABEL, "profile": config.profile, "config_digest": config.digest,
-           "registered_profile": config.sealed_profile, "registered_digest": config.sealed_digest,
-           "changed": changed(config, config.registered)}
-    return out | ({"registered_verdict": registered_verdict} if registered_verdict else {})
+def entry(config: Config, registered_verdict: str) -> dict:
+    """What the Stage A decision records of a rehearsal, with the registered thresholds' verdict."""
+    return {"label": LABEL, "profile": config.profile, "config_digest": config.digest,
+            "registered_profile": config.sealed_profile, "registered_digest": config.sealed_digest,
+            "changed": changed(config, config.registered), "registered_verdict": registered_verdict}
 
 
 def changed_line(config: Config) -> str:

@@ -21,7 +21,7 @@ from apsft_dagster.core.arms import ARMS, arms_with
 from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.policies import BASE, stage_a_policies
-from apsft_dagster.core.rehearsal import LABEL
+from apsft_dagster.core.rehearsal import LABEL, labelled
 
 QUESTION = ("Does training on the thoughts that most raise the likelihood of the correct answer (answer or joint "
             "potential) bank more reasoning than training on ordinary traces of the same tasks?")
@@ -89,9 +89,9 @@ def _status(config: Config, f: dict) -> list[str]:
     title = f"# Experiment report ({config.profile} profile)" + (f": {LABEL}" if final.get("rehearsal") else "")
     return [title, "", "## Question", "", QUESTION, "",
             "## Status and verdict", "",
-            f"- Final verdict: **{final['final_verdict']}**{_label(final)} ({final['rule']})",
+            f"- Final verdict: {labelled(bold(final['final_verdict']), final)} ({final['rule']})",
             *_rehearsal(final),
-            f"- Stage A verdict: **{f['analysis']['verdict']}**{_label(final)} (strongest trace baseline: "
+            f"- Stage A verdict: {labelled(bold(f['analysis']['verdict']), final)} (strongest trace baseline: "
             f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
             f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
             "(shortest_natural strictly above every other arm on core IID)",
@@ -103,8 +103,8 @@ def _status(config: Config, f: dict) -> list[str]:
             ""]
 
 
-def _label(document: dict) -> str:
-    return f" [{LABEL}]" if document.get("rehearsal") else ""
+def bold(text: str) -> str:
+    return f"**{text}**"
 
 
 def _rehearsal(final: dict) -> list[str]:
