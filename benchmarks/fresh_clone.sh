@@ -9,12 +9,13 @@
 #   WHAT  command1   README command 1: `bash scripts/setup.sh && .venv/bin/apsft run`
 #         cache-off  the same with APSFT_MODEL_CACHE=off (the model built, not shipped)
 #         laptop     `bash scripts/setup.sh && .venv/bin/apsft run --profile laptop 2>&1 | cat`
+#         rehearsal  the same with `--profile laptop_rehearsal` (issue 37: Stage A and B from an empty store)
 #         ci         `.ci/run` (README command 2)
 #   DIR   where the clone goes (default /tmp/apsft-fresh); DIR/NAME/summary.txt holds the figures,
 #         DIR/NAME/*.log the output, DIR/NAME/repo the clone and its store (compare two runs'
 #         receipts with benchmarks/compare_stores.py).
 set -euo pipefail
-what=${1:?usage: fresh_clone.sh command1|cache-off|laptop|ci [busy] [DIR]}
+what=${1:?usage: fresh_clone.sh command1|cache-off|laptop|rehearsal|ci [busy] [DIR]}
 busy=${2:-}
 [ "$busy" = busy ] || [ -z "$busy" ] || { echo "fresh_clone: the second argument is 'busy' or nothing"; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,10 +37,11 @@ start=$(date +%s.%N)
 setup_s=
 case $what in
   ci) rc=0; .ci/run > "$root/ci.log" 2>&1 || rc=$? ;;
-  command1|cache-off|laptop)
+  command1|cache-off|laptop|rehearsal)
     bash scripts/setup.sh > "$root/setup.log" 2>&1
     setup_s=$(echo "$(date +%s.%N) - $start" | bc)
     args=(run); [ "$what" = laptop ] && args+=(--profile laptop)
+    [ "$what" = rehearsal ] && args+=(--profile laptop_rehearsal)
     unset APSFT_MODEL_CACHE  # the user's cache in XDG_CACHE_HOME, empty
     [ "$what" = cache-off ] && export APSFT_MODEL_CACHE=off
     rc=0
