@@ -8,7 +8,7 @@
 # usage: bash benchmarks/fresh_clone.sh WHAT [busy] [DIR]
 #   WHAT  command1   README command 1: `bash scripts/setup.sh && .venv/bin/apsft run`
 #         cache-off  the same with APSFT_MODEL_CACHE=off (the model built, not shipped)
-#         laptop     `bash scripts/setup.sh && .venv/bin/apsft run --profile laptop 2>&1 | cat`
+#         laptop     `bash scripts/setup.sh && .venv/bin/apsft run --profile laptop` (output to run.log)
 #         rehearsal  the same with `--profile laptop_rehearsal` (issue 37: Stage A and B from an empty store)
 #         ci         `.ci/run` (README command 2)
 #   DIR   where the clone goes (default /tmp/apsft-fresh); DIR/NAME/summary.txt holds the figures,
@@ -40,8 +40,8 @@ case $what in
   command1|cache-off|laptop|rehearsal)
     bash scripts/setup.sh > "$root/setup.log" 2>&1
     setup_s=$(echo "$(date +%s.%N) - $start" | bc)
-    args=(run); [ "$what" = laptop ] && args+=(--profile laptop)
-    [ "$what" = rehearsal ] && args+=(--profile laptop_rehearsal)
+    args=(run)
+    case $what in laptop) args+=(--profile laptop) ;; rehearsal) args+=(--profile laptop_rehearsal) ;; esac
     unset APSFT_MODEL_CACHE  # the user's cache in XDG_CACHE_HOME, empty
     [ "$what" = cache-off ] && export APSFT_MODEL_CACHE=off
     rc=0

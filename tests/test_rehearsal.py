@@ -83,6 +83,16 @@ def test_a_lower_bound_threshold_lies_between_minus_one_and_one(tmp_path):
     assert load_config(path=_profile(tmp_path, {"stage_b": {"min_lower_bound": -1.0}})).stage_b.min_lower_bound == -1
 
 
+def test_validate_declares_the_rehearsal_in_the_words_run_prints(capsys):
+    from apsft_dagster.cli import main
+
+    assert main(["validate", "--profile", "laptop_rehearsal"]) == 0
+    line = capsys.readouterr().out.splitlines()[1]
+    sealed = load_config("laptop").digest[:12]
+    assert line == (f"  a {LABEL} of laptop: Stage A is laptop's (sealed as config {sealed}); "
+                    "changed: stage_b.min_gain 0 (registered 0.03), stage_b.min_lower_bound -1 (registered 0)")
+
+
 def _files(root):
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()
             and p.suffix not in (".duckdb", ".lock")}

@@ -6,7 +6,7 @@ import argparse
 
 from apsft_dagster.cli.args import profile_arguments
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.rehearsal import LABEL, changed_line
+from apsft_dagster.core.rehearsal import declared
 
 
 def add_parser(sub) -> None:
@@ -19,6 +19,5 @@ def validate(args: argparse.Namespace) -> int:
     config = load_config(args.profile, args.config)
     print(f"{config.profile}: valid, digest {config.digest}")
     if config.rehearsal:
-        print(f"  a {LABEL} of {config.sealed_profile} (Stage A sealed as {config.sealed_digest}); changed: "
-              f"{changed_line(config)}")
+        print(f"  {declared(config)}")
     return 0

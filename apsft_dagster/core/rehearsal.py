@@ -61,10 +61,15 @@ def entry(config: Config, registered_verdict: str) -> dict:
             "changed": changed(config, config.registered), "registered_verdict": registered_verdict}
 
 
-def changed_line(config: Config) -> str:
-    """The changed thresholds in one line: `stage_b.min_gain 0 (registered 0.03), ...`."""
-    return ", ".join(f"{k} {v['rehearsal']:g} (registered {v['registered']:g})"
-                     for k, v in changed(config, config.registered).items())
+def changes_text(changes: dict, sep: str = ", ", tick: str = "") -> str:
+    """`changed`'s record in words: `stage_b.min_gain 0 (registered 0.03), ...` (`tick`: "`" in Markdown)."""
+    return sep.join(f"{tick}{k}{tick} {v['rehearsal']:g} (registered {v['registered']:g})" for k, v in changes.items())
+
+
+def declared(config: Config) -> str:
+    """What a rehearsal profile is, in one line (`apsft run` and `apsft validate` print it)."""
+    return (f"a {LABEL} of {config.sealed_profile}: Stage A is {config.sealed_profile}'s (sealed as config "
+            f"{config.sealed_digest[:12]}); changed: {changes_text(changed(config, config.registered))}")
 
 
 def labelled(verdict: str, document: dict) -> str:

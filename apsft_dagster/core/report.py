@@ -21,7 +21,7 @@ from apsft_dagster.core.arms import ARMS, arms_with
 from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.policies import BASE, stage_a_policies
-from apsft_dagster.core.rehearsal import LABEL, labelled
+from apsft_dagster.core.rehearsal import LABEL, changes_text, labelled
 
 QUESTION = ("Does training on the thoughts that most raise the likelihood of the correct answer (answer or joint "
             "potential) bank more reasoning than training on ordinary traces of the same tasks?")
@@ -112,7 +112,7 @@ def _rehearsal(final: dict) -> list[str]:
     r = final.get("rehearsal")
     if not r:
         return []
-    shown = "; ".join(f"`{k}` {v['rehearsal']:g} (registered {v['registered']:g})" for k, v in r["changed"].items())
+    shown = changes_text(r["changed"], sep="; ", tick="`")
     return [f"- **This is a {LABEL}**, not the registered run: a rehearsal of `{r['registered_profile']}` (config "
             f"{r['config_digest'][:12]}, its Stage A sealed as {r['registered_digest'][:12]}); {shown}. By the "
             f"registered thresholds Stage A's verdict is **{r['registered_verdict']}**"]

@@ -12,7 +12,7 @@ import sys
 
 from apsft_dagster.cli.args import export_choice, profile_arguments
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.rehearsal import LABEL, changed_line
+from apsft_dagster.core.rehearsal import declared
 from apsft_dagster.core.paths import ensure_dagster_home
 from apsft_dagster.experiment.cli.presentation import print_stage, summary
 
@@ -54,8 +54,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"apsft run: profile {config.profile} (config {config.digest[:12]}), {config.compute.device} "
           f"{config.compute.dtype}, store {store}", flush=True)
     if config.rehearsal:
-        print(f"  a {LABEL} of {config.sealed_profile}: Stage A is {config.sealed_profile}'s (sealed as config "
-              f"{config.sealed_digest[:12]}); changed: {changed_line(config)}", flush=True)
+        print(f"  {declared(config)}", flush=True)
     from apsft_dagster.run_recovery import said, sweep_leftovers  # dagster: imported only to run
 
     said(sweep_leftovers(store))
