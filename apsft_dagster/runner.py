@@ -111,6 +111,21 @@ def run_partition(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Se
     return run_stages(defs, instance, stages, partition_keys=keys, **options)
 
 
+def run_wing_partition(stages: Sequence[Stage], partitions: str, key: str,
+                       on_stage: Callable[[StageOutcome], None] = lambda outcome: None) -> bool:
+    """`run_partition` on this machine's instance with the merged definitions; False, after saying
+    where it stopped, when a run or a check failed (the sibling wings' commands)."""
+    from apsft_dagster.core.paths import ensure_dagster_home
+    from apsft_dagster.definitions import defs  # the definitions load only when a wing runs
+
+    ensure_dagster_home()
+    outcomes = run_partition(defs, dg.DagsterInstance.get(), stages, partitions, key, on_stage=on_stage)
+    if not all(o.ok for o in outcomes):
+        print(f"apsft: {key} stopped at {outcomes[-1].job}; `apsft ui` shows the failed run or check", file=sys.stderr)
+        return False
+    return True
+
+
 def check_partition_keys(stages: Sequence[Stage], keys: dict[str, list[str]]) -> None:
     """Keys asked for by hand must be partitions the stage defines (they name store paths), or for
     dynamic partitions keys the stage knows: a ValueError names the unknown ones before anything

@@ -25,7 +25,7 @@ from apsft_dagster.core.evaluation.generations import eval_tasks
 from apsft_dagster.core.evaluation.summary import policy_figures
 from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_prompt
-from apsft_dagster.core.arms import ARMS
+from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.engines.base import GREEDY
 

@@ -22,10 +22,9 @@ from apsft_dagster.core.engines.transformers_engine import TransformersEngine
 from apsft_dagster.core.harvest import HarvestTask, harvest_task
 from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.paths import store_root
-from apsft_dagster.core.protocol import format_prompt
+from apsft_dagster.core.protocol import STOP_TOKENS, format_prompt
 from apsft_dagster.core.seeds import derive_seed
 from apsft_dagster.core.store import Store
-from apsft_dagster.resources.generation import STOP_TOKENS
 
 
 def main() -> None:

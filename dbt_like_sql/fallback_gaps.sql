@@ -4,6 +4,6 @@ select arm, mode, count(*) as rows,
        median(gap) as median_gap, avg(gap) as mean_gap,
        quantile_disc(gap, 0.9) as p90_gap, max(gap) as max_gap
 from sft_rows
-where arm in ('answer_potential', 'joint_potential') and mode <> 'best'
+where arm in (select arm from arms where role = 'potential') and mode <> 'best'
 group by arm, mode
 order by arm, mode

@@ -213,7 +213,7 @@ def time_generation(engine, tasks, n: int, max_tokens: int) -> dict:
 
 def time_transformers_generation(config, path: str, tasks, n: int, max_tokens: int, log) -> dict:
     from apsft_dagster.core.engines.transformers_engine import TransformersEngine
-    from apsft_dagster.resources.generation import STOP_TOKENS
+    from apsft_dagster.core.protocol import STOP_TOKENS
 
     engine = TransformersEngine.load(path, STOP_TOKENS, config.compute.device, config.compute.dtype)
     out = time_generation(engine, tasks, n, max_tokens)
@@ -230,7 +230,7 @@ def time_vllm(config, path: str, tasks, n: int, max_tokens: int, record_tokens: 
         return {"measured": False, "reason": f"vllm does not import here: {type(exc).__name__}: {exc}"}
     from apsft_dagster.core.engines.vllm_engine import VllmEngine
     from apsft_dagster.core.engines.vllm_scoring import VllmInstrument
-    from apsft_dagster.resources.generation import STOP_TOKENS
+    from apsft_dagster.core.protocol import STOP_TOKENS
 
     engine = VllmEngine(path, STOP_TOKENS, config.compute, config.vllm)
     out = {"measured": True, "version": engine.library_version, "start_s": engine.start_s,

@@ -28,7 +28,7 @@ from pathlib import Path
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.embedded.cache import ENTRY, build_entry, cache_key
 from apsft_dagster.core.embedded.shipped import SHIPPED, SHIPPED_PROFILES
-from apsft_dagster.core.tasks.splits import build_catalog
+from apsft_dagster.core.tasks.catalog import build_catalog
 
 
 def check(profiles: list[str], keys: dict) -> int:

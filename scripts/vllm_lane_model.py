@@ -31,7 +31,7 @@ FIRST_INDEX = 100_000  # far past the build's pretraining and capability indices
 
 def build_base(config, out: Path) -> dict:
     from apsft_dagster.core.embedded.cache import embedded_model
-    from apsft_dagster.core.tasks.splits import build_catalog
+    from apsft_dagster.core.tasks.catalog import build_catalog
 
     out.mkdir(parents=True)
     prompts = build_catalog(config)["prompt"].to_list()

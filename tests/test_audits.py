@@ -12,7 +12,7 @@ from apsft_dagster.cli import main
 from apsft_dagster.core.audits import AUDIT_DIR, discover, load_audit, referenced_tables, run_audit
 from apsft_dagster.core.errors import AuditError
 from apsft_dagster.core.layout import AUDIT_DATABASE, TASK_CATALOG, TRACE_BANK, arm_rows, shard_file
-from apsft_dagster.core.arms import ARMS
+from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import Store
 from apsft_dagster.experiment.stages import STAGES
 

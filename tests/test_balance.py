@@ -4,7 +4,7 @@ import polars as pl
 
 from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cell
 from apsft_dagster.core.config import Split
-from apsft_dagster.core.sft_arms import cell_balance_problems
+from apsft_dagster.core.selection.sft_arms import cell_balance_problems
 
 SPLIT = Split(families=["caravan", "runeward"], levels=[1], per_cell=2, total=4)
 

@@ -6,7 +6,7 @@ from apsft_dagster.core.amendments import record_amendment
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import AmendmentError, BudgetError
 from apsft_dagster.core.layout import SFT_MANIFEST
-from apsft_dagster.core.arms import ARMS
+from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.training.gate import budget_gate, estimate
 from apsft_dagster.core.policies import stage_a_policies

@@ -44,7 +44,7 @@ def test_digest_binds_the_configured_model_not_where_it_lies(tmp_path, monkeypat
     at_second = load_config("full")
     assert at_first.digest == at_second.digest
     assert at_first.model.path == at_second.model.path == "models/Qwen3.5-4B"  # as written in the profile
-    assert local_model_dir(at_second) == second  # found where this machine has it, at run time
+    assert local_model_dir(at_second.model.path) == second  # found where this machine has it, at run time
     assert str(tmp_path) not in at_second.model_dump_json()
 
 

@@ -29,7 +29,8 @@ def test_full_profile_carries_the_seed_numbers(tmp_path, monkeypatch):
             c.training.loss_weights.answer) == (0.0, 0.5, 1.0)
     assert (c.seeds.experiment, c.seeds.replication, c.evaluation.bootstrap_resamples) == (42, 43, 10000)
     assert (c.stage_b.min_gain, c.stage_b.max_parse_rate_loss, c.stage_b.k_samples) == (0.03, 0.02, 8)
-    assert c.model.path == "models/Qwen3.5-4B" and local_model_dir(c) == tmp_path  # as written; found via the env
+    assert c.model.path == "models/Qwen3.5-4B"  # as written
+    assert local_model_dir(c.model.path) == tmp_path  # found via the env
 
 
 def test_digest_is_canonical_and_sensitive(tmp_path):

@@ -2,7 +2,9 @@
 every `#anchor` into a Markdown file names one of its headings (GitHub's slug rule), every docs page
 is linked from the README, and no page names a source document by its seed number.
 
-Plain text reading only: no torch, no Dagster, no package import.
+And the core map in docs/layout.md holds: every core module named once, none that does not exist,
+each asset module under the groups its assets carry. Plain text reading, but for that last check,
+which imports the asset modules (Dagster, no torch).
 """
 
 import re
@@ -107,3 +109,52 @@ def test_the_slug_rule():
     assert github_slug("What `scripts/setup.sh` installs") == "what-scriptssetupsh-installs"
     assert github_slug("The rules: `flag_row` and `left_alone`") == "the-rules-flag_row-and-left_alone"
     assert github_slug("Sharing the UI: behind a [proxy](x.md)") == "sharing-the-ui-behind-a-proxy"
+
+
+CORE = ROOT / "apsft_dagster" / "core"
+TICKED = re.compile(r"`([^`]+)`")
+
+
+def core_map() -> list[tuple[set[str], list[str], list[str]]]:
+    """docs/layout.md's map of the core: (groups, package modules, core modules) per row."""
+    lines = (ROOT / "docs" / "layout.md").read_text().split("## A map of the core", 1)[1].splitlines()
+    rows = [line for line in lines[:next(i for i, line in enumerate(lines) if line.startswith("## "))]
+            if line.startswith("| ") and not line.startswith("| group") and not line.startswith("|---")]
+    return [(set(TICKED.findall(group)), TICKED.findall(modules), TICKED.findall(cores))
+            for group, modules, cores in (row.strip("|").split(" | ") for row in rows)]
+
+
+def core_entries() -> set[str]:
+    """Every module (`name`) and subpackage (`name/`) of core/."""
+    return ({p.stem for p in CORE.glob("*.py") if p.stem != "__init__"}
+            | {f"{p.name}/" for p in CORE.iterdir() if (p / "__init__.py").is_file()})
+
+
+def _groups(module_path: str) -> set[str]:
+    """The asset groups of the assets a package module defines itself (not those it imports)."""
+    import importlib
+
+    import dagster as dg
+
+    name = "apsft_dagster." + module_path.removesuffix(".py").replace("/", ".")
+    module = importlib.import_module(name)
+    return {group for value in vars(module).values() if isinstance(value, dg.AssetsDefinition)
+            and value.node_def.compute_fn.decorated_fn.__module__ == name
+            for group in value.group_names_by_key.values()}
+
+
+def test_the_core_map_names_every_core_module_once_and_only_real_ones():
+    named = [core for *_, cores in core_map() for core in cores]
+    assert len(named) > 40  # the map was read
+    assert sorted(n for n in set(named) if named.count(n) > 1) == []
+    assert {"missing from the map": sorted(core_entries() - set(named)),
+            "not in core/": sorted(set(named) - core_entries())} == {"missing from the map": [], "not in core/": []}
+
+
+def test_the_core_map_gives_each_asset_module_its_groups():
+    rows = core_map()
+    assert sum(bool(groups) for groups, *_ in rows) >= 14
+    for groups, modules, _ in rows:
+        assert all((ROOT / "apsft_dagster" / m).exists() for m in modules), modules
+        if groups:
+            assert set().union(*map(_groups, modules)) == groups, modules

@@ -151,7 +151,7 @@ def test_generation_audit_covers_the_bank_every_arm_and_every_policy(smoke_run):
     import glob
 
     from apsft_dagster.core.layout import GENERATION_AUDIT, arm_rows
-    from apsft_dagster.core.arms import ARMS
+    from apsft_dagster.core.selection.arms import ARMS
 
     results, store = smoke_run
     assert results["generation_audit"].success

@@ -8,7 +8,7 @@ from apsft_dagster.core.embedded.tokenizer import train_tokenizer
 from apsft_dagster.core.engines.base import Completion, GenerationRequest, cut_at_stop
 from apsft_dagster.core.harvest import HarvestTask, harvest_task
 from apsft_dagster.core.base_model import base_model_path
-from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_prompt, format_record
+from apsft_dagster.core.protocol import IM_END, STOP_TOKENS, THINK_CLOSE, format_prompt, format_record
 from apsft_dagster.core.seeds import derive_seed
 
 TASK = HarvestTask("caravan-L1-000", "caravan", 1, "Count the salt.", "7")
@@ -113,7 +113,6 @@ def test_cut_at_stop():
 def test_real_continuation_is_prefix_identical(smoke_run):
     """With the embedded model: a sample cut at the allowance is continued from its exact ids."""
     from apsft_dagster.core.engines.transformers_engine import TransformersEngine
-    from apsft_dagster.resources.generation import STOP_TOKENS
 
     _, store = smoke_run
     config = load_config("smoke")

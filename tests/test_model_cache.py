@@ -128,7 +128,7 @@ def smoke_key():
 def test_an_empty_cache_takes_the_shipped_model_and_builds_nothing(tmp_path, monkeypatch, smoke_key):
     from apsft_dagster.core.embedded import build
     from apsft_dagster.core.embedded.shipped import SHIPPED
-    from apsft_dagster.core.tasks.splits import build_catalog
+    from apsft_dagster.core.tasks.catalog import build_catalog
 
     config = load_config("smoke")
     monkeypatch.setenv("APSFT_MODEL_CACHE", str(tmp_path / "cache"))
@@ -149,7 +149,7 @@ def test_a_tampered_shipped_entry_is_refused_by_name_and_nothing_is_written(tmp_
 
     from apsft_dagster.core.embedded import shipped
     from apsft_dagster.core.errors import HashMismatchError
-    from apsft_dagster.core.tasks.splits import build_catalog
+    from apsft_dagster.core.tasks.catalog import build_catalog
 
     root = tmp_path / "models"
     shutil.copytree(shipped.SHIPPED / smoke_key, root / smoke_key)

@@ -20,7 +20,7 @@ def test_long_waits_read_in_minutes(monkeypatch):
 
 
 def test_the_run_summary_reports_the_store_size(tmp_path):
-    from apsft_dagster.experiment.cli.presentation import _size
+    from apsft_dagster.cli.experiment.presentation import _size
 
     (tmp_path / "bank").mkdir()
     (tmp_path / "bank" / "a.parquet").write_bytes(b"x" * 2**20)

@@ -1,27 +1,41 @@
-"""Adding a split or an arm is a registry row, the config and the protocol document: each test
-copies the package, adds a throwaway row to the table (core/splits.py, core/arms.py) as a
-developer would, gives the config what it needs, and runs the readers in a fresh interpreter
-over the copy (the package and configs found from it, never from this checkout)."""
+"""Adding a split, an arm or a task family is a registry row, the config and the protocol document:
+each test copies the package, adds a throwaway row to the table (core/splits.py, core/selection/arms.py,
+core/tasks/__init__.py's BUILDERS) as a developer would, gives the config what it needs, and runs
+the readers in a fresh interpreter over the copy (the package and configs found from it, never from
+this checkout). The in-process tests check that each registry is the only list of its names."""
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
 import textwrap
+from typing import get_args
 
+import pytest
+from pydantic import ValidationError
+
+from apsft_dagster.core.selection.arms import ARMS, Rule
+from apsft_dagster.core.config import KNOWN_FAMILIES, Split
 from apsft_dagster.core.paths import PROJECT_ROOT
+from apsft_dagster.core.selection.rules import CROSS_TASK_RULES, TASK_RULES
+from apsft_dagster.core.tasks import BUILDERS, STEPS_BY_LEVEL, generate
+from solvers import SOLVERS
+
+
+def _add_after(path, anchor: str, row: str) -> None:
+    text = path.read_text()
+    assert text.count(anchor) == 1, anchor
+    path.write_text(text.replace(anchor, anchor + "\n" + row))
 
 
 def _copy_with_row(tmp_path, registry: str, anchor: str, row: str):
     """The package, configs and SQL audits copied to tmp_path with `row` added after `anchor`."""
     for folder in ("apsft_dagster", "configs", "dbt_like_sql"):
         shutil.copytree(PROJECT_ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("__pycache__"))
-    path = tmp_path / "apsft_dagster" / "core" / registry
-    text = path.read_text()
-    assert text.count(anchor) == 1, anchor
-    path.write_text(text.replace(anchor, anchor + "\n" + row))
+    _add_after(tmp_path / "apsft_dagster" / "core" / registry, anchor, row)
     return tmp_path
 
 
@@ -46,11 +60,11 @@ def test_a_throwaway_split_is_one_row_and_one_config_block(tmp_path):
         import polars as pl
         import apsft_dagster
         from apsft_dagster.core.config import load_config
-        from apsft_dagster.core.tasks.splits import build_catalog, check_cell_counts, check_firewall
+        from apsft_dagster.core.tasks.catalog import build_catalog, check_cell_counts, check_firewall
         from apsft_dagster.core.evaluation.generations import eval_tasks
         from apsft_dagster.core.evaluation.summary import SHOWN_FIGURES, policy_figures
         from apsft_dagster.core.analysis import stage_a_decision
-        from apsft_dagster.core.arms import ARMS
+        from apsft_dagster.core.selection.arms import ARMS
 
         config = load_config("smoke")
         catalog = build_catalog(config)
@@ -77,17 +91,17 @@ def test_a_throwaway_split_is_one_row_and_one_config_block(tmp_path):
 
 def test_a_throwaway_arm_is_one_row(tmp_path):
     anchor = '    ArmSpec("random_natural", "baseline", "random", matched_to="answer_potential"),'
-    root = _copy_with_row(tmp_path, "arms.py", anchor, anchor.replace("random_natural", "random_twin"))
+    root = _copy_with_row(tmp_path, "selection/arms.py", anchor, anchor.replace("random_natural", "random_twin"))
     result = _run(root, """
         import json
         import duckdb
         import polars as pl
         from apsft_dagster.core.analysis import BASELINES, stage_a_decision
-        from apsft_dagster.core.arms import ARMS
+        from apsft_dagster.core.selection.arms import ARMS
         from apsft_dagster.core.audits import TABLE_VIEWS
         from apsft_dagster.core.config import load_config
         from apsft_dagster.core.policies import parse_policy, policy_keys
-        from apsft_dagster.core.selection import select_arms
+        from apsft_dagster.core.selection.rules import select_arms
         from apsft_dagster.core.stage_b import plan
 
         rows = [{"task_id": task, "trace_id": f"{task}/{i}", "family": "caravan", "level": 1, "eligible": True,
@@ -124,3 +138,91 @@ def test_a_throwaway_arm_is_one_row(tmp_path):
     assert result["replication"] == ["answer_potential-seed43", "random_twin-seed43"]
     assert result["policy"] == ["random_twin", 43] and result["keys"] == 14  # 7 arms x 2 seeds
     assert result["view"] == [["random_twin", "baseline", "random", True, False]]
+
+
+def test_the_family_registry_is_the_config_s_only_list_of_families():
+    """BUILDERS is the one list: the config's family literal is its names in its order, a name
+    outside it is refused, and every entry builds a task at every level (and has its solver)."""
+    literal = get_args(get_args(Split.model_fields["families"].annotation)[0])
+    assert literal == KNOWN_FAMILIES == tuple(BUILDERS)
+    assert Split(families=list(BUILDERS), levels=[1], per_cell=1, total=len(BUILDERS)).families == list(BUILDERS)
+    with pytest.raises(ValidationError, match="nonesuch"):
+        Split(families=["caravan", "nonesuch"], levels=[1], per_cell=1, total=2)
+    for family in BUILDERS:
+        for level in STEPS_BY_LEVEL:
+            task = generate(family, level, 0, 0)
+            assert task.family == family and task.prompt and task.answer and task.solution, (family, level)
+    assert set(SOLVERS) == set(BUILDERS)  # tests/test_tasks.py checks each builder against its solver
+
+
+def test_every_row_rule_is_in_exactly_one_rule_table():
+    assert set(TASK_RULES) | set(CROSS_TASK_RULES) == set(get_args(Rule))
+    assert not set(TASK_RULES) & set(CROSS_TASK_RULES)
+
+
+def test_no_arm_is_named_outside_the_arm_table():
+    """Code and SQL audits pick arms by the table's attributes (role, row rule, score), never by
+    name. core/plan/registered.py is data: the registered per-arm token figures."""
+    quoted = re.compile(r"""(["'])(%s)\1""" % "|".join(ARMS))
+    allowed = {"apsft_dagster/core/selection/arms.py", "apsft_dagster/core/plan/registered.py"}
+    files = [p.relative_to(PROJECT_ROOT).as_posix() for pattern in ("apsft_dagster/**/*.py", "dbt_like_sql/*.sql")
+             for p in PROJECT_ROOT.glob(pattern)]
+    named = [f"{f}:{n}" for f in sorted(set(files) - allowed)
+             for n, line in enumerate((PROJECT_ROOT / f).read_text().splitlines(), 1) if quoted.search(line)]
+    assert named == []
+
+
+_TALLYWICK = '''"""tallywick (throwaway): a tally through additions."""
+
+from __future__ import annotations
+
+import random
+
+
+def build(rng: random.Random, level: int, steps: int) -> tuple[str, str, str]:
+    n = rng.randint(100, 999)
+    adds = [rng.randint(10, 99) for _ in range(steps)]
+    prompt = f"A tally starts at {n}. " + " ".join(f"Add {a}." for a in adds) + " What is the tally?"
+    return prompt, str(n + sum(adds)), "\\n".join([f"Start: {n}.", *(f"Add {a}." for a in adds), "Done."])
+'''
+
+
+def test_a_throwaway_family_is_its_builder_file_and_one_registry_entry(tmp_path):
+    root = _copy_with_row(tmp_path, "tasks/__init__.py", '    "spindle": spindle.build,',
+                          '    "tallywick": tallywick.build,')
+    _add_after(root / "apsft_dagster" / "core" / "tasks" / "__init__.py",
+               "from apsft_dagster.core.tasks import brinework, caravan, foundry_ledger, runeward, spindle",
+               "from apsft_dagster.core.tasks import tallywick")  # the entry's import, in the same registry
+    (root / "apsft_dagster" / "core" / "tasks" / "tallywick.py").write_text(_TALLYWICK)
+    smoke = root / "configs" / "smoke.yaml"  # a config naming it: a third held family, 3 levels x 4 more tasks
+    held = "held_family:  {families: [brinework, spindle], levels: [1, 2, 3], per_cell: 4, total: 24}"
+    assert smoke.read_text().count(held) == 1
+    smoke.write_text(smoke.read_text().replace(held, held.replace("spindle]", "spindle, tallywick]")
+                                               .replace("total: 24", "total: 36")))
+    result = _run(root, """
+        import json
+        import polars as pl
+        from apsft_dagster.core.analysis import family_macro
+        from apsft_dagster.core.config import KNOWN_FAMILIES, load_config
+        from apsft_dagster.core.evaluation.generations import eval_tasks
+        from apsft_dagster.core.tasks.catalog import (build_catalog, check_answer_not_in_prompt, check_cell_counts,
+                                                     check_firewall)
+
+        config = load_config("smoke")
+        catalog = build_catalog(config)
+        mine = catalog.filter(pl.col("family") == "tallywick")
+        tasks = eval_tasks(catalog)
+        print(json.dumps({"known": list(KNOWN_FAMILIES), "held": config.tasks.held_family.families,
+                          "splits": sorted(set(mine["split"])), "levels": sorted(set(mine["level"])),
+                          "prompts": mine["prompt"].to_list(), "answers": mine["answer"].to_list(),
+                          "cells": check_cell_counts(catalog, config), "firewall": check_firewall(catalog),
+                          "leaks": check_answer_not_in_prompt(catalog),
+                          "macro": family_macro(tasks.with_columns(correct=pl.col("family") == "tallywick"))}))
+    """)
+    assert result["known"] == ["caravan", "foundry_ledger", "runeward", "brinework", "spindle", "tallywick"]
+    assert result["held"] == ["brinework", "spindle", "tallywick"]
+    assert result["splits"] == ["held_family"] and result["levels"] == [1, 2, 3] and len(result["prompts"]) == 12
+    sums = [str(sum(int(x) for x in re.findall(r"\d+", p))) for p in result["prompts"]]  # start + every add
+    assert result["answers"] == sums
+    assert result["cells"] == [] and result["firewall"] == [] and result["leaks"] == []
+    assert result["macro"] == pytest.approx(1 / 6)  # six families in Stage A, only tallywick's right

@@ -105,7 +105,7 @@ def test_a_rehearsal_on_a_finished_store_keeps_stage_a_and_labels_every_verdict(
     are the rehearsal's, labelled, with the registered thresholds' verdict beside them."""
     from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION
     from apsft_dagster.core.store import Store
-    from apsft_dagster.experiment.cli.presentation import verdict_line
+    from apsft_dagster.cli.experiment.presentation import verdict_line
     from apsft_dagster.experiment.stages import STAGES
     from apsft_dagster.runner import run_stages
     from conftest import smoke_definitions

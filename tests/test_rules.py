@@ -4,7 +4,7 @@ import polars as pl
 
 from apsft_dagster.core.config import Split
 from apsft_dagster.core.score_bank import join_problems
-from apsft_dagster.core.sft_arms import digest_of, manifest_problems
+from apsft_dagster.core.selection.sft_arms import digest_of, manifest_problems
 
 
 def test_join_names_missing_repeated_and_unexpected_traces():

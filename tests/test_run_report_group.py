@@ -16,6 +16,8 @@ from apsft_dagster.core.store import Store
 FIXTURE = Path(__file__).parent / "fixtures" / "rl_run"
 # hacked samples per saved step in the fixture (its README lists which texts were written to hack)
 HACKED = {0: (0, 4), 330: (1, 2), 350: (2, 3), 390: (5, 6)}
+# the fixture's run: Qwen3.5-2B trained by RL in a humanize environment (its training_config.toml)
+RUN = "humanize-qwen35-2b"
 
 
 def _run(store: Store, name: str):
@@ -28,25 +30,25 @@ def _run(store: Store, name: str):
 @pytest.fixture(scope="module")
 def reported(tmp_path_factory):
     root = tmp_path_factory.mktemp("rl")
-    folder = root / "seed000"
+    folder = root / RUN
     shutil.copytree(FIXTURE, folder)
     store = Store(root / "store")
-    register(store, "seed000", folder)
-    return store, folder, _run(store, "seed000")
+    register(store, RUN, folder)
+    return store, folder, _run(store, RUN)
 
 
 def test_the_report_reproduces_the_seed_figures(reported):
     store, _, outcomes = reported
     assert [o.job for o in outcomes] == ["run_report_job", "run_report_audits_job"] and all(o.ok for o in outcomes)
-    evidence = store.get_json(rl_file("seed000", "evidence.json"))
+    evidence = store.get_json(rl_file(RUN, "evidence.json"))
     best = {b["metric"]: b for b in evidence["best_checkpoints"]}
     assert best["mix_p50_avg1"]["step"] == 350 and {b["step"] for k, b in best.items() if k != "mix_p50_avg1"} == {400}
     assert all(not b["deployable"] for k, b in best.items() if b["step"] == 400)  # step 400 is UPLOADING
     assert evidence["cost"]["total_tokens"] == 25_354_343 and evidence["cost"]["total_cost_usd"] == "3.0106"
     assert evidence["verdict"]["rule"] == "metric_up_hack_rate_up"
-    report = store.path(rl_file("seed000", "report.md")).read_text()
+    report = store.path(rl_file(RUN, "report.md")).read_text()
     assert "useful checkpoint, not production" in report and "metric_up_hack_rate_up" in report
-    assert store.exists(rl_file("seed000", "eval_curves.png")) and store.exists(rl_file("seed000", "hack_rate.png"))
+    assert store.exists(rl_file(RUN, "eval_curves.png")) and store.exists(rl_file(RUN, "hack_rate.png"))
 
 
 def test_the_sql_audit_counts_hacked_samples_by_step(reported):
@@ -54,8 +56,8 @@ def test_the_sql_audit_counts_hacked_samples_by_step(reported):
 
     store, _, _ = reported
     con = duckdb.connect(str(store.path("audits.duckdb")), read_only=True)
-    rows = con.execute("select step, samples, hacked_share from rl_hack_signals_by_step where run = 'seed000'"
-                       " order by step").fetchall()
+    rows = con.execute("select step, samples, hacked_share from rl_hack_signals_by_step where run = ?"
+                       " order by step", [RUN]).fetchall()
     assert [(s, n) for s, n, _ in rows] == [(s, n) for s, (_, n) in sorted(HACKED.items())]
     assert [share for *_, share in rows] == pytest.approx([h / n for h, n in HACKED.values()], abs=1e-6)
 
@@ -63,9 +65,9 @@ def test_the_sql_audit_counts_hacked_samples_by_step(reported):
 def test_a_rerun_is_byte_identical_and_a_changed_file_is_refused(reported, tmp_path):
     store, folder, _ = reported
     names = ("evidence.json", "samples.parquet", "report.md", "eval_curves.png", "hack_rate.png")
-    before = {n: store.verify(rl_file("seed000", n)) for n in names}
-    assert all(o.ok for o in _run(store, "seed000"))
-    assert {n: store.verify(rl_file("seed000", n)) for n in names} == before
+    before = {n: store.verify(rl_file(RUN, n)) for n in names}
+    assert all(o.ok for o in _run(store, RUN))
+    assert {n: store.verify(rl_file(RUN, n)) for n in names} == before
     copy = Store(tmp_path / "store")
     moved = tmp_path / "run"
     shutil.copytree(folder, moved)

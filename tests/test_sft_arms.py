@@ -15,7 +15,7 @@ from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.layout import SFT_MANIFEST, TRACE_BANK, arm_file, arm_rows, shard_file
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.protocol import format_record
-from apsft_dagster.core.arms import ARMS
+from apsft_dagster.core.selection.arms import ARMS
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +89,7 @@ def test_selection_rerun_in_a_fresh_process_is_byte_identical(smoke_run):
     _, store = smoke_run
     script = ("import sys; from apsft_dagster.core.config import load_config; "
               "from apsft_dagster.core.store import Store; from apsft_dagster.core.base_model import load_tokenizer; "
-              "from apsft_dagster.core.sft_arms import build_arms, digest_of; "
+              "from apsft_dagster.core.selection.sft_arms import build_arms, digest_of; "
               "c = load_config('smoke'); s = Store(sys.argv[1]); "
               "arms = build_arms(s, c, s.get_parquet('task_catalog.parquet'), load_tokenizer(c, s)); "
               "print(' '.join(f'{a}={digest_of(f)}' for a, f in arms.items()))")

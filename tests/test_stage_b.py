@@ -4,7 +4,7 @@ import polars as pl
 import pytest
 
 from apsft_dagster.core.config import StageB
-from apsft_dagster.core.arms import ARMS
+from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.stage_b import (MISSION, POSITIVE, REPLICATED, comparison, final_verdict, matched_compute,
                                         matched_vote, replication, winner)
 
@@ -190,3 +190,23 @@ def test_sampled_figures_by_brute_force():
     # majority: t0 "2", t1 "1", t2 tie of three -> "3" (drawn first), t3 nothing
     assert figures == {"k": 3, "tasks": 4, "sample_accuracy": pytest.approx(4 / 12), "majority_accuracy": 0.25,
                        "pass_at_k": 0.75}
+
+
+def test_parsed_tables_name_every_missing_table_then_read_them_all(tmp_path):
+    from apsft_dagster.core.layout import stage_b_sample_table, stage_b_table
+    from apsft_dagster.core.stage_b import parsed_tables
+    from apsft_dagster.core.store import Store
+
+    store = Store(tmp_path)
+    plan = {"greedy_policies": ["base", "answer_potential"], "sampled_policies": ["base"]}
+    store.put_parquet(stage_b_table("base"), pl.DataFrame({"policy": ["base"], "task_id": ["t0"]}))
+    with pytest.raises(RuntimeError) as missing:
+        parsed_tables(store, plan)
+    assert str(missing.value) == (f"Stage B tables missing: {stage_b_table('answer_potential')}, "
+                                  f"{stage_b_sample_table('base')}; materialize stage_b_generations and "
+                                  "stage_b_eval for the plan's policies first")
+    store.put_parquet(stage_b_table("answer_potential"),
+                      pl.DataFrame({"policy": ["answer_potential"], "task_id": ["t0"]}))
+    store.put_parquet(stage_b_sample_table("base"), pl.DataFrame({"policy": ["base", "base"], "sample": [0, 1]}))
+    greedy, samples = parsed_tables(store, plan)
+    assert greedy["policy"].to_list() == ["base", "answer_potential"] and samples["sample"].to_list() == [0, 1]

@@ -6,7 +6,7 @@ import pytest
 
 from apsft_dagster.core.analysis import stage_a_decision
 from apsft_dagster.core.config import StageB
-from apsft_dagster.core.arms import ARMS
+from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.stats import paired_bootstrap
 
 RULES = StageB(min_gain=0.03, min_lower_bound=0.0, max_parse_rate_loss=0.02, max_family_macro_loss=0.02, k_samples=2)

@@ -1,5 +1,6 @@
 """The house's shape, read from the source with `ast`: no import circle inside the package, no
-module over 300 lines, no function over 60, no line over the length pyproject.toml sets.
+import from a lower layer up to a higher one (`LAYERS`), no wing importing another, no module over
+300 lines, no function over 60, no line over the length pyproject.toml sets.
 
 Imports count wherever they are written (a function-level import closes a circle as surely as a
 top-level one); only those under `if TYPE_CHECKING:` are left out, since they never run.
@@ -113,6 +114,51 @@ def test_the_import_graph_reads_submodules_and_skips_type_checking(tmp_path):
 
 def test_the_package_has_no_import_circle():
     assert circles(import_graph(_modules())) == []
+
+
+# Top to bottom; a module imports only from its own layer or a lower one. The package root (its
+# kernel pins) and every module not named here are the shared glue: stage, profile, run_tags,
+# run_coordinator, run_recovery, assets/, resources/, sensors/.
+LAYERS = ("cli", "runner", "definitions", "wings", "glue", "core")
+WINGS = ("experiment", "loss_mask", "run_report")
+
+
+def layer(module: str) -> tuple[int, str]:
+    """(depth in LAYERS, the wing or layer name) of a package module."""
+    top = module.split(".")[1] if "." in module else ""
+    if top in WINGS:
+        return LAYERS.index("wings"), top
+    return (LAYERS.index(top), top) if top in LAYERS else (LAYERS.index("glue"), "glue")
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Each import that runs from a lower layer up to a higher one, or from one wing into another."""
+    found = []
+    for importer, targets in sorted(graph.items()):
+        (depth, home) = layer(importer)
+        for target in sorted(targets):
+            (target_depth, target_home) = layer(target)
+            if target_depth < depth or (depth == target_depth == LAYERS.index("wings") and home != target_home):
+                found.append(f"{importer} ({home}) -> {target} ({target_home})")
+    return found
+
+
+def test_the_layer_check_finds_planted_upward_and_sideways_imports():
+    graph = {"apsft_dagster.core.x": {"apsft_dagster.runner"},  # core up to the runner
+             "apsft_dagster.loss_mask.a": {"apsft_dagster.experiment.stages", "apsft_dagster.core.x"},
+             "apsft_dagster.cli.run": {"apsft_dagster.runner", "apsft_dagster.definitions", "apsft_dagster.stage"},
+             "apsft_dagster.stage": {"apsft_dagster.cli.args"}, "apsft_dagster.runner": {"apsft_dagster.definitions"},
+             "apsft_dagster.definitions": {"apsft_dagster.experiment.stages", "apsft_dagster.sensors"}}
+    assert upward_imports(graph) == [
+        "apsft_dagster.core.x (core) -> apsft_dagster.runner (runner)",
+        "apsft_dagster.loss_mask.a (loss_mask) -> apsft_dagster.experiment.stages (experiment)",
+        "apsft_dagster.stage (glue) -> apsft_dagster.cli.args (cli)"]
+
+
+def test_imports_run_one_way_from_the_commands_down_to_the_core():
+    graph = import_graph(_modules())
+    assert {layer(m)[1] for m in graph} == {*LAYERS} - {"wings"} | {*WINGS}  # every layer and wing is read
+    assert upward_imports(graph) == []
 
 
 def test_no_module_or_function_is_too_long():

@@ -23,9 +23,8 @@ from apsft_dagster.core.engines.vllm_engine import (VllmEngine, check_cpu_snapsh
                                                     snapshot_head_dim, vllm_environment)
 from apsft_dagster.core.evaluation.generations import engine_identity
 from apsft_dagster.core.engines.vllm_scoring import VllmInstrument, prompt_logprob_sums
-from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_answer, format_prompt, format_record, locate_spans
+from apsft_dagster.core.protocol import STOP_TOKENS, format_answer, format_prompt, format_record, locate_spans
 
-STOP_TOKENS = (THINK_CLOSE, IM_END)
 CUDA = Compute(device="cuda", dtype="bfloat16", quantization="none", threads=1)
 ENGINE = load_config("smoke").vllm
 

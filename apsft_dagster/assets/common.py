@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import sys
 from collections import Counter
 from collections.abc import Callable
@@ -30,15 +29,6 @@ def check_result(name: str, problems: list[str]) -> dg.AssetCheckResult:
         check_name=name, passed=not problems, severity=dg.AssetCheckSeverity.ERROR,
         metadata={"problems": len(problems), "first_problems": "\n".join(problems[:20]) or "none"},
     )
-
-
-def completed(store, report: str, artifact: str) -> bool:
-    """A stage's artifact counts once its report (written last) exists and the artifact verifies
-    (HashMismatchError, naming the file, when it was changed after writing)."""
-    if not store.exists(report):
-        return False
-    store.verify(artifact)
-    return True
 
 
 def png_markdown(data: bytes, alt: str) -> dg.MetadataValue:
@@ -105,26 +95,6 @@ def _markdown(frame: pl.DataFrame) -> str:
     rule = "|" + "---|" * len(frame.columns)
     body = ["| " + " | ".join(_shown(v) for v in row) + " |" for row in frame.iter_rows()]
     return "\n".join([header, rule, *body])
-
-
-def load_shards(store, bank: str, task_ids: list[str], schema: dict) -> tuple[pl.DataFrame, dict[str, str], list[str]]:
-    """Every present shard of a bank that verifies, concatenated; their digests (each shard read
-    and hashed once); and the hash-parity problems of those that do not verify."""
-    from apsft_dagster.core.errors import HashMismatchError
-    from apsft_dagster.core.layout import shard_file
-
-    frames, digests, parity = [pl.DataFrame(schema=schema)], {}, []
-    for task_id in task_ids:
-        name = shard_file(bank, task_id)
-        if not store.exists(name):
-            continue
-        try:
-            data, digests[task_id] = store.read(name)
-        except HashMismatchError as exc:  # names the shard; reported by the check, not raised
-            parity.append(str(exc))
-            continue
-        frames.append(pl.read_parquet(io.BytesIO(data)))
-    return pl.concat(frames), digests, parity
 
 
 def _log_kept(context: dg.AssetExecutionContext, kept: list[tuple[int, str]], total: int) -> None:

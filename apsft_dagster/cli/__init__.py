@@ -1,8 +1,8 @@
 """`apsft`: run a profile end to end, open the UI, or validate a config; each wing adds its commands.
 
-  apsft run | export-bank | amend | report      the experiment (experiment/cli/)
-  apsft loss-mask add | run | demo              the loss-mask curation (loss_mask/cli.py)
-  apsft rl-report add                           the RL run report (run_report/cli.py)
+  apsft run | export-bank | amend | report      the experiment (cli/experiment/)
+  apsft loss-mask add | run | demo              the loss-mask curation (cli/loss_mask.py)
+  apsft rl-report add                           the RL run report (cli/run_report.py)
   apsft ui | validate | plan | audit            shared (cli/)
 """
 
@@ -13,10 +13,10 @@ import functools
 import sys
 
 from apsft_dagster.cli import audit, plan, ui, validate
+from apsft_dagster.cli import loss_mask as loss_mask_cli
+from apsft_dagster.cli import run_report as run_report_cli
+from apsft_dagster.cli.experiment import amend, export_bank, report, run
 from apsft_dagster.core.errors import ApsftError
-from apsft_dagster.experiment.cli import amend, export_bank, report, run
-from apsft_dagster.loss_mask import cli as loss_mask_cli
-from apsft_dagster.run_report import cli as run_report_cli
 
 # in the order `apsft --help` lists them
 COMMANDS = (run, ui, validate, plan, export_bank, amend, audit, report, loss_mask_cli, run_report_cli)

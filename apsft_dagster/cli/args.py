@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 
 from apsft_dagster.core.config import Config, load_config
 from apsft_dagster.core.paths import is_object_url
@@ -37,19 +36,3 @@ def profile_store(args: argparse.Namespace):
     config: Config = load_config(args.profile, args.config)
     return config, open_store(args.store or store_root(config.profile))
 
-
-def run_wing_partition(stages, partitions: str, key: str, on_stage=lambda outcome: None) -> bool:
-    """A sibling wing's stages for one partition key, on this machine's instance; False, after
-    saying where it stopped, when a run or a check failed."""
-    import dagster as dg
-
-    from apsft_dagster.core.paths import ensure_dagster_home
-    from apsft_dagster.definitions import defs
-    from apsft_dagster.runner import run_partition
-
-    ensure_dagster_home()
-    outcomes = run_partition(defs, dg.DagsterInstance.get(), stages, partitions, key, on_stage=on_stage)
-    if not all(o.ok for o in outcomes):
-        print(f"apsft: {key} stopped at {outcomes[-1].job}; `apsft ui` shows the failed run or check", file=sys.stderr)
-        return False
-    return True

@@ -23,8 +23,9 @@ def add_parser(sub) -> None:
 
 def _notes(config, source: Path, root: Path, found: bool) -> list[str]:
     notes = [f"profile {config.profile} ({source}), config digest {config.digest}"]
-    if config.model.source == "local" and not (local_model_dir(config) / "config.json").is_file():
-        notes.append(f"model snapshot not found at {local_model_dir(config)}: the plan needs none; `apsft run` "
+    snapshot = local_model_dir(config.model.path) if config.model.source == "local" else None
+    if snapshot and not (snapshot / "config.json").is_file():
+        notes.append(f"model snapshot not found at {snapshot}: the plan needs none; `apsft run` "
                      "will (place it there or set APSFT_MODEL_DIR)")
     notes.append(f"store {root}: " + ("read and verified, nothing written" if found else
                                       "absent: nothing has run, so every row is priced from the profile"))

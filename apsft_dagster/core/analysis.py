@@ -13,7 +13,7 @@ from __future__ import annotations
 import polars as pl
 
 from apsft_dagster.core.config import StageB
-from apsft_dagster.core.arms import ARMS, arms_with, the_arm
+from apsft_dagster.core.selection.arms import ARMS, arms_with, the_arm
 from apsft_dagster.core.splits import PRIMARY, STAGE_A_SPLITS
 from apsft_dagster.core.stats import minimum_detectable_effect, paired_bootstrap
 from apsft_dagster.core.verdicts import NEGATIVE, STAGE_B

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from apsft_dagster.core.arms import ARM_TABLE
+from apsft_dagster.core.selection.arms import ARM_TABLE
 from apsft_dagster.core.errors import AuditError, MissingArtifactError
 from apsft_dagster.core.layout import (
     AUDIT_DATABASE,

@@ -1,4 +1,4 @@
-"""Banks of per-task shards: naming, the index, export, and import of an inherited bank.
+"""Banks of per-task shards: naming, the index, reading, export, and import of an inherited bank.
 
 An exported bank is a folder with `index.json` and `shards/<task_id>.parquet` (+ receipts).
 The index maps task -> shard path and SHA-256; its own SHA-256 is what a config records in
@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from apsft_dagster.core.errors import BankFormatError, HashMismatchError, MissingArtifactError
 from apsft_dagster.core.json_input import error_field, parse_json
 from apsft_dagster.core.layout import index_file, shard_file
-from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, json_bytes, sha256_bytes, sha256_file, write_atomic
+from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, json_bytes, sha256_bytes, write_atomic
 
 INDEX_FORMAT = "apsft-bank-index/1"
 TASK_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # a partition key and a file name
@@ -34,6 +34,24 @@ def bank_index(bank: str, digests: dict[str, str]) -> dict:
     """The index document: task -> {shard, sha256}, from digests the caller has verified."""
     return {"format": INDEX_FORMAT, "bank": bank,
             "tasks": {t: {"shard": f"shards/{t}.parquet", "sha256": digests[t]} for t in sorted(digests)}}
+
+
+def load_shards(store: Store, bank: str, task_ids: list[str],
+                schema: dict) -> tuple[pl.DataFrame, dict[str, str], list[str]]:
+    """Every present shard of a bank that verifies, concatenated; their digests (each shard read
+    and hashed once); and the hash-parity problems of those that do not verify."""
+    frames, digests, parity = [pl.DataFrame(schema=schema)], {}, []
+    for task_id in task_ids:
+        name = shard_file(bank, task_id)
+        if not store.exists(name):
+            continue
+        try:
+            data, digests[task_id] = store.read(name)
+        except HashMismatchError as exc:  # names the shard; reported by the check, not raised
+            parity.append(str(exc))
+            continue
+        frames.append(pl.read_parquet(io.BytesIO(data)))
+    return pl.concat(frames), digests, parity
 
 
 def export_bank(store: Store, bank: str, task_ids: list[str], out_dir: str | Path) -> str:

@@ -15,7 +15,7 @@ from apsft_dagster.core.store import Store, dir_digests, fingerprint
 def base_model_path(config: Config, store: Store) -> Path:
     """The policy directory every stage loads: the verified embedded build, or the local snapshot."""
     if config.model.source == "local":
-        return local_model_dir(config)
+        return local_model_dir(config.model.path)
     store.verify(BASE_MODEL_DIR)
     return store.path(BASE_MODEL_DIR)
 

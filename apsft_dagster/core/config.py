@@ -291,7 +291,7 @@ def _describe(exc: ValidationError) -> str:
 
 
 def _require_model_dir(config: Config, source: Path) -> None:
-    found = local_model_dir(config)
+    found = local_model_dir(config.model.path)
     if not (found / "config.json").is_file():
         raise ConfigError(
             f"{source}: model.path: {found} is not a model directory (no config.json). "

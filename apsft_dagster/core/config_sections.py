@@ -10,6 +10,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from apsft_dagster.core.splits import CONFIGURED
+from apsft_dagster.core.tasks import BUILDERS, STEPS_BY_LEVEL
 
 # Each field's domain (docs/PROTOCOL.md, "Every value's domain"): a value outside it is refused on
 # load, naming the field, the value and the range.
@@ -20,8 +21,8 @@ NonNegFloat = Annotated[float, Field(ge=0)]
 Unit = Annotated[float, Field(gt=0, lt=1)]  # a confidence: strictly inside (0, 1)
 Share = Annotated[float, Field(ge=0, le=1)]  # a share or rate loss in [0, 1]
 
-KNOWN_FAMILIES = ("caravan", "foundry_ledger", "runeward", "brinework", "spindle")
-KNOWN_LEVELS = (1, 2, 3, 4)
+KNOWN_FAMILIES = tuple(BUILDERS)  # the family registry (core/tasks/__init__.py), in its order
+KNOWN_LEVELS = tuple(STEPS_BY_LEVEL)  # the levels the builders know (core/tasks/base.py)
 
 
 class Strict(BaseModel):

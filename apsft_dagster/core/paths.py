@@ -5,10 +5,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from apsft_dagster.core.config import Config
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 CONFIG_DIR = PROJECT_ROOT / "configs"
@@ -19,10 +15,10 @@ def is_object_url(location: object) -> bool:
     return isinstance(location, str) and location.startswith(OBJECT_SCHEME)
 
 
-def local_model_dir(config: Config) -> Path:
-    """Where the local snapshot is on this machine: `APSFT_MODEL_DIR`, else `model.path` (relative
-    to the project root). The config and its digest keep the path as written."""
-    found = Path(os.environ.get("APSFT_MODEL_DIR") or config.model.path).expanduser()
+def local_model_dir(model_path: str) -> Path:
+    """Where the local snapshot is on this machine: `APSFT_MODEL_DIR`, else `model_path` (the
+    config's `model.path`, relative to the project root). The config and its digest keep the path as written."""
+    found = Path(os.environ.get("APSFT_MODEL_DIR") or model_path).expanduser()
     return found if found.is_absolute() else PROJECT_ROOT / found
 
 

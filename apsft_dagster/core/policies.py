@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from apsft_dagster.core.config import Config
 from apsft_dagster.core.errors import TrainingError
-from apsft_dagster.core.arms import ARMS
+from apsft_dagster.core.selection.arms import ARMS
 
 
 def policy_key(arm: str, seed: int) -> str:

@@ -16,6 +16,8 @@ PAD = "<|endoftext|>"
 SPECIAL_TOKENS = (PAD, IM_START, IM_END, THINK_OPEN, THINK_CLOSE)
 BOUNDARY = THINK_CLOSE + "\n\nANSWER:"
 SEGMENTS = ("prompt", "thought", "boundary", "answer", "end")
+# Generation stops at the model's own `</think>` (a natural close, never forced) or at its end of turn.
+STOP_TOKENS = (THINK_CLOSE, IM_END)
 
 
 def format_prompt(prompt: str) -> str:

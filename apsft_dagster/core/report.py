@@ -17,7 +17,7 @@ from apsft_dagster.core.layout import (EVIDENCE_SEAL, PARITY_GATE, SFT_MANIFEST,
                                        TRACE_BANK,
                                        adapter_report, arm_rows, eval_table, merged_report, probe_report,
                                        stage_b_sample_table, stage_b_table, summary_file)
-from apsft_dagster.core.arms import ARMS, arms_with
+from apsft_dagster.core.selection.arms import ARMS, arms_with
 from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.policies import BASE, stage_a_policies

@@ -27,14 +27,13 @@ from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, S
 from apsft_dagster.core.layout import (AMENDMENT_LOG, BASE_MODEL_REPORT, EVIDENCE_SEAL, R1_BANK, SCORE_BANK,
                                        TRACE_BANK, index_file, shard_file)
 from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
-from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.core.tasks.catalog import train_task_ids
 
 FORMAT = "apsft-evidence-seal/1"
 BANKS = (TRACE_BANK, SCORE_BANK, R1_BANK)
-# The code that selects and trains, relative to core/: the arm table and its rules, the policy keys,
-# the text protocol, the seeds. Training modules join by pattern as they land.
-SEALED_CODE = ("arms.py", "selection.py", "assignment.py", "sft_arms.py", "policies.py", "protocol.py", "seeds.py",
-               "training*.py", "training/**/*.py")
+# The code that selects and trains, relative to core/: the selection package (the arm table, its
+# rules, the assignment, the SFT datasets), the policy keys, the text protocol, the seeds, training.
+SEALED_CODE = ("selection/*.py", "policies.py", "protocol.py", "seeds.py", "training*.py", "training/**/*.py")
 _CORE = Path(__file__).resolve().parent
 _COLUMNS = {TRACE_BANK: ["trace_id", "task_id", "eligible"], SCORE_BANK: ["trace_id", "task_id"],
             R1_BANK: ["trace_id", "task_id"]}

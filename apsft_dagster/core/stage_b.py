@@ -29,7 +29,7 @@ import polars as pl
 
 from apsft_dagster.core.analysis import EPS, POTENTIAL, family_macro
 from apsft_dagster.core.config import StageB
-from apsft_dagster.core.layout import STAGE_B_PLAN, merged_report
+from apsft_dagster.core.layout import STAGE_B_PLAN, merged_report, stage_b_sample_table, stage_b_table
 from apsft_dagster.core.seeds import derive_seed
 from apsft_dagster.core.splits import PRIMARY, STAGE_B_PRIMARY
 from apsft_dagster.core.stats import paired_bootstrap
@@ -131,7 +131,7 @@ def plan(decision: dict, replication_seed: int, experiment_seed: int) -> dict:
     """What Stage B must run, or why it does not run: each potential arm's failed conditions.
     Triggered: the seed-43 policies to train, every policy evaluated greedily on the Stage B splits
     (base, the six Stage A policies, the seed-43 pair) and those sampled k times per task."""
-    from apsft_dagster.core.arms import ARM_TABLE, ARMS
+    from apsft_dagster.core.selection.arms import ARM_TABLE, ARMS
     from apsft_dagster.core.policies import BASE, policy_key
 
     reasons = {arm: [f"{k}: {'%.4f' % c[k] if isinstance(c.get(k), float) else c.get(k)}"
@@ -213,6 +213,19 @@ def planned(store, policies: list[str], field: str = "greedy_policies") -> dict:
         raise RuntimeError(f"{', '.join(extra)}: not among {_PLANNED[field]} ({store.path(STAGE_B_PLAN)} names "
                            f"{stage_b[field] or 'none: Stage A did not trigger'})")
     return stage_b
+
+
+def parsed_tables(store, stage_b: dict) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The triggered plan's parsed tables, concatenated: greedy (every policy it evaluates) and
+    samples (every policy it samples); each missing table is named, and none is read, when any is."""
+    missing = [n for n in [*map(stage_b_table, stage_b["greedy_policies"]),
+                           *map(stage_b_sample_table, stage_b["sampled_policies"])] if not store.exists(n)]
+    if missing:
+        raise RuntimeError(f"Stage B tables missing: {', '.join(missing)}; materialize stage_b_generations and "
+                           "stage_b_eval for the plan's policies first")
+    greedy = pl.concat([store.get_parquet(stage_b_table(p)) for p in stage_b["greedy_policies"]])
+    samples = pl.concat([store.get_parquet(stage_b_sample_table(p)) for p in stage_b["sampled_policies"]])
+    return greedy, samples
 
 
 def sample_seeds(experiment_seed: int, task_ids: list[str]) -> list[int]:

@@ -256,3 +256,12 @@ class Store:
 
     def get_parquet(self, name: str) -> pl.DataFrame:
         return pl.read_parquet(io.BytesIO(self.get_bytes(name)))
+
+
+def completed(store: Store, report: str, artifact: str) -> bool:
+    """A stage's artifact counts once its report (written last) exists and the artifact verifies
+    (HashMismatchError, naming the file, when it was changed after writing)."""
+    if not store.exists(report):
+        return False
+    store.verify(artifact)
+    return True

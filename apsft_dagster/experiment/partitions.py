@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dagster as dg
 
-from apsft_dagster.core.arms import ARMS
-from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.core.selection.arms import ARMS
+from apsft_dagster.core.tasks.catalog import train_task_ids
 from apsft_dagster.core.policies import (BASE, parse_policy, replication_policies, stage_a_eval_keys,
                                          stage_a_policies)
 from apsft_dagster.profile import definitions_config

@@ -11,10 +11,8 @@ from apsft_dagster.core.engines.base import GenerationEngine
 from apsft_dagster.core.engines.lifetime import load_generation_engine, require_device
 from apsft_dagster.core.engines.memory import free_memory
 from apsft_dagster.core.base_model import base_model_path
-from apsft_dagster.core.protocol import IM_END, THINK_CLOSE
+from apsft_dagster.core.protocol import STOP_TOKENS
 from apsft_dagster.resources.experiment import ExperimentResource
-
-STOP_TOKENS = (THINK_CLOSE, IM_END)
 
 
 class GenerationResource(dg.ConfigurableResource):

@@ -4,7 +4,8 @@ sample, matched pairs, the verdict) and the report (Markdown and plots through t
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import OWNERS, check_result, png_markdown, report_markdown, table_preview
+from apsft_dagster.assets.common import (OWNERS, blocking_checks, check_result, png_markdown, report_markdown,
+                                        table_preview)
 from apsft_dagster.core.run_report.names import GROUP, rl_file
 from apsft_dagster.core.run_report import (best_checkpoints, build_report, cost_table, eval_table, hack_rates,
                                            load_run, matched_pairs, verdict)
@@ -25,9 +26,11 @@ def _plain(value):
     return json_scalar(value)  # scalars as they are; Decimal costs as their exact text
 
 
+EVIDENCE_CHECKS = {"inputs_unchanged": "the run folder's files are the ones registered"}
+
+
 @dg.asset(partitions_def=rl_run_partitions, group_name=GROUP, kinds={"json", "parquet"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec("inputs_unchanged", asset="rl_run_evidence", blocking=True,
-                                         description="the run folder's files are the ones registered")])
+          check_specs=blocking_checks("rl_run_evidence", EVIDENCE_CHECKS))
 def rl_run_evidence(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     """The run folder validated and hashed; the eval table, best checkpoint per metric (ties and
     missing values explained), cost, statuses, the hack rate per saved step, matched before/after

@@ -49,7 +49,7 @@ class Lane:
     def serve(self, model_dir: str, what: str):
         """A module's one LLM (a `VllmEngine` on `model_dir`), its start and release recorded."""
         from apsft_dagster.core.engines.vllm_engine import VllmEngine
-        from apsft_dagster.resources.generation import STOP_TOKENS
+        from apsft_dagster.core.protocol import STOP_TOKENS
 
         engine = VllmEngine(model_dir, STOP_TOKENS, self.config.compute, self.config.vllm)
         yield engine

@@ -11,10 +11,9 @@ from apsft_dagster.core.engines.lifetime import load_causal_lm
 from apsft_dagster.core.engines.transformers_engine import TransformersEngine
 from apsft_dagster.core.engines.vllm_scoring import VllmInstrument
 from apsft_dagster.core.instruments import ReferenceInstrument
-from apsft_dagster.core.protocol import format_answer, format_prompt, prompt_ids
-from apsft_dagster.core.tasks.splits import build_catalog
+from apsft_dagster.core.protocol import STOP_TOKENS, format_answer, format_prompt, prompt_ids
+from apsft_dagster.core.tasks.catalog import build_catalog
 from apsft_dagster.core.engines.base import GREEDY
-from apsft_dagster.resources.generation import STOP_TOKENS
 
 SCORE_TOLERANCE = 1e-4  # nats per summed span: float32 on both sides, different kernels
 

@@ -20,7 +20,7 @@ from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT
 from apsft_dagster.core.layout import PARITY_GATE, TRACE_BANK, shard_file, summary_file
 from apsft_dagster.core.parity import METRICS
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, dir_digests
-from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.core.tasks.catalog import train_task_ids
 
 FIRST_PART = 4  # train-task shards the stopped run left behind
 

@@ -75,7 +75,7 @@ def cache_key(config: Config, catalog_prompts: Collection[str], real_vocab: bool
 def profile_key(config: Config) -> str:
     """The cache key of a profile's embedded model from its config alone (the catalog is rebuilt,
     as the task_catalog asset builds it)."""
-    from apsft_dagster.core.tasks.splits import build_catalog
+    from apsft_dagster.core.tasks.catalog import build_catalog
 
     return cache_key(config, build_catalog(config)["prompt"].to_list())
 

@@ -16,8 +16,11 @@ from __future__ import annotations
 import polars as pl
 
 from apsft_dagster.core.analysis import family_macro
+from apsft_dagster.core.selection.arms import the_arm
 from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.stats import paired_bootstrap
+
+JOINT_ARM = the_arm(score="joint_gain")  # the arm stratified below: the one that ranks by joint gain
 
 
 def policy_figures(table: pl.DataFrame, *, n_resamples: int, seed: int, confidence: float) -> dict:
@@ -51,10 +54,10 @@ def joint_strata(results: pl.DataFrame, joint_rows: pl.DataFrame, baseline: str)
         (pl.col("second_mode") == "fallback_second").mean().alias("fallback_share"),
         pl.col("gap").median().alias("median_gap"), pl.len().alias("train_tasks"))
     iid = results.filter(pl.col("split") == PRIMARY)
-    acc = (iid.filter(pl.col("arm").is_in(["joint_potential", baseline]))
+    acc = (iid.filter(pl.col("arm").is_in([JOINT_ARM, baseline]))
            .group_by("family", "level", "arm").agg(pl.col("correct").mean()).pivot("arm", index=["family", "level"],
                                                                                     values="correct"))
-    per_cell = (cells.join(acc.rename({"joint_potential": "joint_accuracy", baseline: "baseline_accuracy"}),
+    per_cell = (cells.join(acc.rename({JOINT_ARM: "joint_accuracy", baseline: "baseline_accuracy"}),
                            on=["family", "level"], how="inner")
                 .with_columns((pl.col("joint_accuracy") - pl.col("baseline_accuracy")).alias("margin"),
                               pl.when(pl.col("fallback_share") >= 0.5).then(pl.lit("mostly_fallback"))

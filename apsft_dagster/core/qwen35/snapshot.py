@@ -41,7 +41,7 @@ def build_snapshot(out_dir: str | Path, architecture: str = "qwen3_5", profile: 
     """Fill `out_dir` (replaced whole) with the snapshot; its build report is also `REPORT` there.
     The corpus leaves out every prompt of `profile`'s task catalog."""
     from apsft_dagster.core.embedded.cache import embedded_model
-    from apsft_dagster.core.tasks.splits import build_catalog
+    from apsft_dagster.core.tasks.catalog import build_catalog
 
     config = recipe(architecture)
     served = load_config(profile, require_snapshot=False)

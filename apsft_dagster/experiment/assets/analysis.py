@@ -7,10 +7,10 @@ import polars as pl
 from apsft_dagster.assets.common import OWNERS, table_preview
 from apsft_dagster.core import rehearsal
 from apsft_dagster.core.analysis import stage_a_decision
-from apsft_dagster.core.evaluation.summary import (base_accuracy_informative, conditions_table, joint_strata,
-                                                  policy_figures, policy_table)
+from apsft_dagster.core.evaluation.summary import (JOINT_ARM, base_accuracy_informative, conditions_table,
+                                                  joint_strata, policy_figures, policy_table)
 from apsft_dagster.core.layout import STAGE_A_DECISION, arm_rows, eval_table
-from apsft_dagster.core.arms import arms_with
+from apsft_dagster.core.selection.arms import arms_with
 from apsft_dagster.core.policies import BASE, arm_and_seed
 from apsft_dagster.experiment.assets.evaluation import stage_a_eval
 from apsft_dagster.experiment.partitions import stage_a_eval_partitions
@@ -39,7 +39,7 @@ def stage_a_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
     figures = {p: policy_figures(results.filter(pl.col("policy") == p), n_resamples=ev.bootstrap_resamples,
                                  seed=config.seeds.experiment, confidence=ev.confidence)
                for p in stage_a_eval_partitions.get_partition_keys()}
-    strata = joint_strata(results, store.get_parquet(arm_rows("joint_potential")), decision["strongest_baseline"])
+    strata = joint_strata(results, store.get_parquet(arm_rows(JOINT_ARM)), decision["strongest_baseline"])
     document = {"format": "apsft-stage-a/1", "verdict": decision["verdict"], "decision": decision,
                 "policies": figures, "joint_strata": strata}
     if config.rehearsal:  # the same table read by the registered thresholds, beside the rehearsal's

@@ -22,7 +22,7 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
     config = experiment.config()
     store = experiment.store()
     if config.model.source == "local":
-        found = inspect_model_dir(local_model_dir(config))
+        found = inspect_model_dir(local_model_dir(config.model.path))
         report = {"source": "local", "name": config.model.name, "revision": config.model.revision,
                   "path": config.model.path, "model_type": found["model_type"], "snapshot": found["snapshot"],
                   "fingerprint": found["fingerprint"], "files": len(found["files"])}

@@ -16,9 +16,9 @@ from apsft_dagster.core.layout import (GENERATION_AUDIT, GENERATION_AUDIT_INPUTS
 from apsft_dagster.core.run_report import own_generations, signals
 from apsft_dagster.core.run_report.own_generations import degeneration_table
 from apsft_dagster.core.run_report.settings import hack_thresholds
-from apsft_dagster.core.arms import ARMS
+from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import json_bytes, sha256_bytes
-from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.core.tasks.catalog import train_task_ids
 from apsft_dagster.experiment.partitions import stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource
 

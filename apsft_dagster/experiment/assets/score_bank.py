@@ -5,24 +5,24 @@ from collections.abc import Callable
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards,
-                                        shard_work)
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
 from apsft_dagster.assets.second_core import Share
 from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
-from apsft_dagster.core.bank import write_index
+from apsft_dagster.core.bank import load_shards, write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA
 from apsft_dagster.core.layout import PARITY_GATE, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
 from apsft_dagster.core.parity import (calibration_traces, gate_problems, parity_report, require_parity,
                                       score_calibration)
 from apsft_dagster.core.score_bank import SCORE_SCHEMA, join_problems, non_finite, score_task
-from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.core.tasks.catalog import train_task_ids
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, ScoringResource
 
+PARITY_CHECKS = {"within_threshold": "every metric's max |fast - reference| <= the frozen threshold"}
+
 
 @dg.asset(pool=GPU_POOL, deps=[trace_bank_index], group_name="score", kinds={"pytorch", "json"}, owners=OWNERS,
-          check_specs=[dg.AssetCheckSpec("within_threshold", asset="parity_gate", blocking=True,
-                                         description="every metric's max |fast - reference| <= the frozen threshold")])
+          check_specs=blocking_checks("parity_gate", PARITY_CHECKS))
 def parity_gate(context: dg.AssetExecutionContext, experiment: ExperimentResource,
                 scorer: ScoringResource) -> dg.MaterializeResult:
     """Both instruments score fixed, task-diverse calibration traces; the receipt is kept either way."""

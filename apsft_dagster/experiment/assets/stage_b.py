@@ -19,7 +19,8 @@ from apsft_dagster.core.layout import STAGE_A_DECISION, STAGE_B_DECISION, STAGE_
 from apsft_dagster.core.layout import stage_b_generations as generations_name
 from apsft_dagster.core.layout import stage_b_sample_table, stage_b_samples, stage_b_table
 from apsft_dagster.core.rehearsal import labelled
-from apsft_dagster.core.stage_b import analyze, final_verdict, plan, planned, released_policies, sample_seeds
+from apsft_dagster.core.stage_b import (analyze, final_verdict, parsed_tables, plan, planned, released_policies,
+                                      sample_seeds)
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.policies import arm_and_seed
 from apsft_dagster.experiment.assets.analysis import stage_a_analysis
@@ -164,13 +165,7 @@ def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
     if analysis.get("rehearsal"):
         document["rehearsal"] = analysis["rehearsal"]
     if stage_b["triggered"]:
-        missing = [n for n in [*map(stage_b_table, stage_b["greedy_policies"]),
-                               *map(stage_b_sample_table, stage_b["sampled_policies"])] if not store.exists(n)]
-        if missing:
-            raise RuntimeError(f"Stage B tables missing: {', '.join(missing)}; materialize stage_b_generations and "
-                               "stage_b_eval for the plan's policies first")
-        greedy = pl.concat([store.get_parquet(stage_b_table(p)) for p in stage_b["greedy_policies"]])
-        samples = pl.concat([store.get_parquet(stage_b_sample_table(p)) for p in stage_b["sampled_policies"]])
+        greedy, samples = parsed_tables(store, stage_b)
         ev = config.evaluation
         document |= analyze(stage_b, analysis["verdict"], greedy, samples, config.stage_b,
                             experiment_seed=config.seeds.experiment, replication_seed=config.seeds.replication,

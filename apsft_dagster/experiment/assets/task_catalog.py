@@ -4,7 +4,8 @@ import dagster as dg
 
 from apsft_dagster.assets.common import OWNERS, blocking_checks, check_result, table_preview
 from apsft_dagster.core.layout import TASK_CATALOG
-from apsft_dagster.core.tasks.splits import build_catalog, check_answer_not_in_prompt, check_cell_counts, check_firewall
+from apsft_dagster.core.tasks.catalog import (build_catalog, check_answer_not_in_prompt, check_cell_counts,
+                                              check_firewall)
 from apsft_dagster.resources import ExperimentResource
 
 CHECKS = {

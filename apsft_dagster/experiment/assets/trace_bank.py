@@ -6,15 +6,14 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.experiment.assets.base_model import base_model
-from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, load_shards,
-                                        shard_work)
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
 from apsft_dagster.assets.second_core import Share
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
-from apsft_dagster.core import trace_audit
-from apsft_dagster.core.bank import InheritedBank, write_index
+from apsft_dagster.core import trace_rollup
+from apsft_dagster.core.bank import InheritedBank, load_shards, write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
 from apsft_dagster.core.layout import TASK_CATALOG, TRACE_BANK, summary_file
-from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.core.tasks.catalog import train_task_ids
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
@@ -76,15 +75,15 @@ def trace_bank_index(context: dg.AssetExecutionContext, experiment: ExperimentRe
     config, store = experiment.config(), experiment.store()
     task_ids = train_task_ids(config)
     bank, digests, parity = load_shards(store, TRACE_BANK, task_ids, TRACE_SCHEMA)
-    summary = trace_audit.summarize(bank)
+    summary = trace_rollup.summarize(bank)
     digest = write_index(store, TRACE_BANK, digests)
     store.put_json(summary_file(TRACE_BANK), summary)
     problems = {
-        "every_task_once": trace_audit.check_tasks_present(bank, task_ids),
-        "cell_counts": trace_audit.check_cells(bank, config),
+        "every_task_once": trace_rollup.check_tasks_present(bank, task_ids),
+        "cell_counts": trace_rollup.check_cells(bank, config),
         "hash_parity": parity,
-        "unique_trace_ids": trace_audit.check_unique_trace_ids(bank),
-        "min_eligible": trace_audit.check_min_eligible(bank, config.harvest.min_eligible),
+        "unique_trace_ids": trace_rollup.check_unique_trace_ids(bank),
+        "min_eligible": trace_rollup.check_min_eligible(bank, config.harvest.min_eligible),
     }
     context.log.info(f"trace bank: {summary}")
     return dg.MaterializeResult(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from apsft_dagster.cli.args import export_choice, profile_arguments, profile_store, run_wing_partition
+from apsft_dagster.cli.args import export_choice, profile_arguments, profile_store
 
 
 def add_parser(sub) -> None:
@@ -26,6 +26,7 @@ def rl_report(args: argparse.Namespace) -> int:
     from apsft_dagster.core.run_report.settings import run_report_settings
     from apsft_dagster.run_report.partitions import RL_RUN
     from apsft_dagster.run_report.stages import RUN_REPORT_STAGES
+    from apsft_dagster.runner import run_wing_partition
 
     check_name(args.name, "run", RunReportError)  # the cheapest mistake is named first
     config, store = profile_store(args)

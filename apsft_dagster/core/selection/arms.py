@@ -6,13 +6,13 @@ Roles: `potential`, the two treatments (a trigger of Stage B); `baseline`, the c
 strongest baseline is chosen among (ties: first in this order); `shuffle`, the potential arm's
 rows moved to other tasks (a potential arm must beat it).
 
-How rows are chosen (`rows`, the rule's name in core/selection.py): `potential` (the best trace by
+How rows are chosen (`rows`, the rule's name in core/selection/rules.py): `potential` (the best trace by
 `score` and one near-best diverse one, else the fallback second), `random` (two random traces,
 matched in length to `matched_to`'s rows), `success` (R1-successful traces, as many rows in all as
 `matched_to`), `shortest` (the two shortest traces), `shuffle` (`matched_to`'s rows reassigned
 across tasks by length).
 
-To add an arm: a row here (with a rule, or a new rule in core/selection.py), the protocol's §9,
+To add an arm: a row here (with a rule, or a new rule in core/selection/rules.py), the protocol's §9,
 and any knob it needs in the config; its policies, partitions, SFT file, evaluation and report
 rows follow from this table.
 """
@@ -50,14 +50,15 @@ ARMS = tuple(a.name for a in ARM_TABLE)
 ARM = {a.name: a for a in ARM_TABLE}
 
 
-def arms_with(*, role: Role | None = None, rows: Rule | None = None, balanced: bool | None = None) -> tuple[str, ...]:
-    """The arms (in table order) with the given role, row rule and balance."""
+def arms_with(*, role: Role | None = None, rows: Rule | None = None, score: str | None = None,
+              balanced: bool | None = None) -> tuple[str, ...]:
+    """The arms (in table order) with the given role, row rule, ranked gain and balance."""
     return tuple(a.name for a in ARM_TABLE if (role is None or a.role == role) and (rows is None or a.rows == rows)
-                 and (balanced is None or a.balanced == balanced))
+                 and (score is None or a.score == score) and (balanced is None or a.balanced == balanced))
 
 
 def the_arm(**which) -> str:
-    """The one arm `arms_with(**which)` names (e.g. the shortest arm, the shuffle control)."""
+    """The one arm `arms_with(**which)` names (e.g. the shortest arm, the shuffle control, the joint arm)."""
     found = arms_with(**which)
     if len(found) != 1:
         raise ValueError(f"arm table: {which} names {list(found)}, expected exactly one arm")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from apsft_dagster.cli.args import export_choice, profile_arguments, profile_store, run_wing_partition
+from apsft_dagster.cli.args import export_choice, profile_arguments, profile_store
 
 
 def add_parser(sub) -> None:
@@ -74,7 +74,7 @@ def _run(store, config, name: str) -> int:
     from apsft_dagster.experiment.stages import STAGES
     from apsft_dagster.loss_mask.partitions import LM_DATASET
     from apsft_dagster.loss_mask.stages import LOSS_MASK_STAGES
-    from apsft_dagster.runner import select_stages
+    from apsft_dagster.runner import run_wing_partition, select_stages
 
     registered(store, name)
     stages = list(LOSS_MASK_STAGES)

@@ -1,5 +1,5 @@
 """The six SFT arms, two rows per retained task (docs/PROTOCOL.md §9); the arms themselves, their
-roles and row rules are the table in core/arms.py, and each rule is a function here.
+roles and row rules are the table in core/selection/arms.py, and each rule is a function here.
 
 Public API: `select_arms(candidates, *, seed, top_k=12, band=0.25)`.
 
@@ -18,8 +18,8 @@ from collections import defaultdict
 
 import polars as pl
 
-from apsft_dagster.core.arms import ARM, ARM_TABLE, ARMS, ArmSpec
-from apsft_dagster.core.assignment import min_cost_assignment
+from apsft_dagster.core.selection.arms import ARM, ARM_TABLE, ARMS, ArmSpec
+from apsft_dagster.core.selection.assignment import min_cost_assignment
 from apsft_dagster.core.balance import cell_problems, tasks_per_cell
 from apsft_dagster.core.errors import BalanceError, InfeasibleAssignmentError
 from apsft_dagster.core.seeds import derive_seed
@@ -101,7 +101,7 @@ def _nearest(pool: list[dict], length: int, key) -> dict:
     return min(pool, key=lambda t: (abs(t["n_thought_tokens"] - length), key(t)))
 
 
-def random_rows(traces: list[dict], answer: list[dict], seed: int, arm: str = "random_natural") -> list[dict]:
+def random_rows(traces: list[dict], answer: list[dict], seed: int, arm: str) -> list[dict]:
     """Per answer row: the eligible trace nearest its length, not picked by the answer arm or this arm."""
     used_by_answer = {r["source_trace_id"] for r in answer}
     taken: set[str] = set()
@@ -117,8 +117,7 @@ def random_rows(traces: list[dict], answer: list[dict], seed: int, arm: str = "r
     return rows
 
 
-def success_rows(by_task: dict[str, list[dict]], answer: list[dict], target_rows: int,
-                 arm: str = "success_rft") -> list[dict]:
+def success_rows(by_task: dict[str, list[dict]], answer: list[dict], target_rows: int, arm: str) -> list[dict]:
     """R1-successful traces nearest each answer length (up to two per task), then round-robin repeats."""
     base, taken = [], set()
     for a in answer:
@@ -133,7 +132,7 @@ def success_rows(by_task: dict[str, list[dict]], answer: list[dict], target_rows
     return base + repeats
 
 
-def shuffle_rows(answer: list[dict], arm: str = "potential_shuffle") -> list[dict]:
+def shuffle_rows(answer: list[dict], arm: str) -> list[dict]:
     """Within (family, level): the answer multiset onto the answer slots, minimum total length gap,
     never a trace on its own task. Target fields describe the slot; `source_*` the trained trace."""
     groups: dict[tuple, list[dict]] = defaultdict(list)
@@ -172,6 +171,13 @@ TASK_RULES = {
     "shortest": lambda spec, traces, chosen, seed, top_k, band, distance: _shortest(spec, traces),
 }
 
+# rule -> (spec, each task's eligible traces, every arm's rows so far, rows the arm must hold) -> rows:
+# the rules that choose across tasks, from the rows of the arm they are matched to
+CROSS_TASK_RULES = {
+    "success": lambda spec, by_task, arms, want: success_rows(by_task, arms[spec.matched_to], want, spec.name),
+    "shuffle": lambda spec, by_task, arms, want: shuffle_rows(arms[spec.matched_to], spec.name),
+}
+
 
 def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: float = 0.25,
                 per_cell: int | None = None) -> dict[str, pl.DataFrame]:
@@ -198,11 +204,9 @@ def select_arms(candidates: pl.DataFrame, *, seed: int, top_k: int = 12, band: f
             if spec.rows in TASK_RULES:
                 chosen[spec.name] = TASK_RULES[spec.rows](spec, by_task[task], chosen, seed, top_k, band, distance)
                 arms[spec.name] += chosen[spec.name]
-    for spec in ARM_TABLE:  # the rules that choose across tasks, from another arm's rows
-        if spec.rows == "success":
-            arms[spec.name] = success_rows(by_task, arms[spec.matched_to], ROWS_PER_TASK * len(retained), spec.name)
-        elif spec.rows == "shuffle":
-            arms[spec.name] = shuffle_rows(arms[spec.matched_to], spec.name)
+    for spec in ARM_TABLE:  # then the rules that choose across tasks, in the table's order
+        if spec.rows in CROSS_TASK_RULES:
+            arms[spec.name] = CROSS_TASK_RULES[spec.rows](spec, by_task, arms, ROWS_PER_TASK * len(retained))
     thoughts = eligible.select(pl.col("trace_id").alias("source_trace_id"), "thought")
     frames = {arm: pl.DataFrame(rows, infer_schema_length=None).join(thoughts, on="source_trace_id", how="left",
                                                                      maintain_order="left")

@@ -18,10 +18,10 @@ from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cel
 from apsft_dagster.core.config import Config, Split
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_file, shard_file
 from apsft_dagster.core.protocol import format_record
-from apsft_dagster.core.selection import ROWS_PER_TASK, select_arms
-from apsft_dagster.core.arms import ARMS, arms_with
+from apsft_dagster.core.selection.rules import ROWS_PER_TASK, select_arms
+from apsft_dagster.core.selection.arms import ARMS, arms_with
 from apsft_dagster.core.store import Store, jsonl_gz_bytes, sha256_bytes
-from apsft_dagster.core.tasks.splits import train_task_ids
+from apsft_dagster.core.tasks.catalog import train_task_ids
 
 TEXT_COLUMNS = ("prompt", "thought", "answer")  # in the JSONL, not in the provenance Parquet
 

@@ -14,7 +14,7 @@ from apsft_dagster.cli.args import export_choice, profile_arguments
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.rehearsal import declared
 from apsft_dagster.core.paths import ensure_dagster_home
-from apsft_dagster.experiment.cli.presentation import print_stage, summary
+from apsft_dagster.cli.experiment.presentation import print_stage, summary
 
 
 def add_parser(sub) -> None:

@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from apsft_dagster.cli.args import profile_arguments, profile_store
-from apsft_dagster.experiment.cli.presentation import verdict_line
+from apsft_dagster.cli.experiment.presentation import verdict_line
 
 
 def add_parser(sub) -> None:
