@@ -1,4 +1,5 @@
-"""Transformers generation: batched `model.generate`, every request drawn from its own seed.
+"""Transformers generation: batched decoding whose closed rows leave the batch (core/engines/decode.py),
+every request drawn from its own seed.
 
 A request of `n` samples runs as one batch from one seeded sampler state (like vLLM's
 `SamplingParams(n, seed)`); single-sample requests (continuations, R1 rollouts, evaluation and
@@ -69,20 +70,12 @@ class TransformersEngine:
 
     def _batch(self, requests: Sequence[GenerationRequest], stops: tuple[int, ...], max_tokens: int,
                sampling: Sampling) -> list[Completion]:
-        from transformers import LogitsProcessorList
+        from apsft_dagster.core.engines.decode import SeededDraw, decode, greedy
 
-        from apsft_dagster.core.engines.seeded_sampler import SeededSampler
-
-        pad, width = self.tokenizer.pad_token_id, max(len(r.prompt_ids) for r in requests)
         rows = [r.prompt_ids for r in requests for _ in range(r.n)]  # as num_return_sequences expands them
-        ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in rows], device=self.model.device)
-        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in rows], device=self.model.device)
-        sampler = ([] if sampling.temperature == 0 else
-                   [SeededSampler([(r.seed, r.n) for r in requests], sampling)])  # else greedy, as requested
-        out = self.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_tokens, do_sample=False,
-                                  eos_token_id=list(stops), pad_token_id=pad,
-                                  logits_processor=LogitsProcessorList(sampler))
-        completions = iter(cut_at_stop(row, stops, max_tokens) for row in out[:, width:].tolist())
+        draw = greedy if sampling.temperature == 0 else SeededDraw([(r.seed, r.n) for r in requests], sampling)
+        new = decode(self.model, rows, self.tokenizer.pad_token_id, stops, max_tokens, draw)
+        completions = iter(cut_at_stop(row, stops, max_tokens) for row in new)
         return [[next(completions) for _ in range(r.n)] for r in requests]
 
     def one_at_a_time(self, request: GenerationRequest, sampling: Sampling) -> list[Completion]:

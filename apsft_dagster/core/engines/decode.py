@@ -1,0 +1,92 @@
+"""The Transformers engine's decoding loop: a row leaves the batch the step it closes.
+
+Hugging Face's `generate` steps every row until the last one closes, so one long row keeps a
+whole batch of 128 in the forward pass (and, at Qwen3.5's 248,320 ids, in the LM head) for the
+rest of the allowance. This loop runs the same forward passes on the same inputs (left padding,
+positions from the attention mask, `logits_to_keep=1`, the model's own cache), takes each row's
+token as `generate` would, and drops closed rows from the batch and the cache (full attention
+and linear attention alike, `Cache.reorder_cache`). Rows are independent in the forward pass, so
+every token a row draws is the one `generate` draws for it (tests/test_seeded_sampler.py and
+tests/test_decode.py compare them with Hugging Face's own loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+
+from apsft_dagster.core.config import Sampling
+from apsft_dagster.core.engines.seeded_sampler import warpers
+
+
+class SeededDraw:
+    """`SeededSampler`'s draw for the rows still in the batch. A request's generator draws over
+    all its `n` rows while any of them is open, as `num_return_sequences` does alone (torch's
+    `multinomial` draws one exponential per id for every row it is given, whatever the row holds):
+    a closed row lends an open row's probabilities, so the open rows draw the same tokens."""
+
+    def __init__(self, requests: Sequence[tuple[int, int]], sampling: Sampling):
+        if sampling.temperature <= 0:
+            raise ValueError("SeededDraw samples; greedy decoding needs no sampler")
+        self.requests, self.generators = list(requests), None
+        self.warpers = warpers(sampling)
+
+    def __call__(self, rows: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        """`rows`: the open rows' indices in the first batch, ascending; `logits`: theirs, float32."""
+        if self.generators is None:  # on the logits' device, as `torch.manual_seed` seeds CPU and CUDA alike
+            self.generators = [torch.Generator(device=logits.device).manual_seed(seed) for seed, _ in self.requests]
+        probs = torch.softmax(self.warpers(None, logits), dim=-1)
+        drawn = torch.empty(len(rows), dtype=torch.long, device=logits.device)
+        start = 0
+        for (_, n), generator in zip(self.requests, self.generators):
+            mine = ((rows >= start) & (rows < start + n)).nonzero()[:, 0]  # this request's open rows
+            if len(mine):
+                local = rows[mine] - start
+                if len(mine) == n:
+                    full = probs[mine]
+                else:  # closed rows: any valid distribution
+                    full = probs[mine[:1]].expand(n, -1).clone()
+                    full[local] = probs[mine]
+                drawn[mine] = torch.multinomial(full, num_samples=1, generator=generator)[local, 0]
+            start += n
+        return drawn
+
+
+def greedy(rows: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+    return logits.argmax(dim=-1)
+
+
+@torch.no_grad()
+def decode(model, prompts: Sequence[Sequence[int]], pad: int, stops: Sequence[int], max_tokens: int,
+           draw=greedy) -> list[list[int]]:
+    """New tokens per prompt (through the first stop token, or `max_tokens` of them), decoded as
+    one left-padded batch whose closed rows leave it. `draw(rows, logits)` picks the open rows' tokens."""
+    from transformers import DynamicCache
+
+    device, width = model.device, max(len(p) for p in prompts)
+    ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in prompts], device=device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
+    positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as `generate` derives them
+    cache = DynamicCache(config=model.config)
+    rows = torch.arange(len(prompts), device=device)
+    out: list[list[int]] = [[] for _ in prompts]
+    stop_ids = torch.tensor(sorted(set(stops)), device=device)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
+                   logits_to_keep=1).logits
+    for step in range(max_tokens):
+        tokens = draw(rows, logits[:, -1].to(copy=True, dtype=torch.float32))
+        for row, token in zip(rows.tolist(), tokens.tolist()):
+            out[row].append(token)
+        open_ = ~torch.isin(tokens, stop_ids)
+        if step + 1 == max_tokens or not open_.any():
+            break
+        if not open_.all():  # closed rows leave the batch and the cache
+            keep = open_.nonzero()[:, 0]
+            cache.reorder_cache(keep)
+            rows, tokens, mask, positions = rows[keep], tokens[keep], mask[keep], positions[keep]
+        mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=-1)
+        positions = positions[:, -1:] + 1
+        logits = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=positions, cache=cache,
+                       use_cache=True, logits_to_keep=1).logits
+    return out
