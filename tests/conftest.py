@@ -191,16 +191,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if set(getattr(item, "fixturenames", ())) & set(PIPELINES):
             item.add_marker(pytest.mark.slow)
-            if xdist:
+            if xdist and not item.get_closest_marker("after_the_run"):
                 item.add_marker(pytest.mark.xdist_group("cli_run"))
     if xdist:
         items.sort(key=_scheduled)
 
 
 def _scheduled(item) -> int:
+    """The run's group first, then the other slow tests, then those marked `after_the_run` (a copy of
+    the run and processes of their own, a minute or more each: on whichever worker is free, by which
+    time the run is done, so the group's worker is not the last to finish), then the quick tests."""
     if item.get_closest_marker("xdist_group"):
         return 0
-    return 1 if item.get_closest_marker("slow") else 2
+    if item.get_closest_marker("after_the_run"):
+        return 2
+    return 1 if item.get_closest_marker("slow") else 3
 
 
 @pytest.fixture(scope="session")

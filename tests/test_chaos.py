@@ -21,6 +21,8 @@ from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import Store
 from apsft_dagster.run_recovery import unfinished
 
+pytestmark = pytest.mark.after_the_run  # a copy of the run, processes of its own (tests/conftest.py)
+
 # `apsft` with a SIGKILL of its own process right after the receipt named by CHAOS_KILL_AFTER is
 # written; with CHAOS_RECEIPT_FIRST the store writes each receipt before its data (the mutation)
 WRAPPER = """

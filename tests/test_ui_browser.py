@@ -30,6 +30,8 @@ from browser import Page, alive, chromium, listening_addresses, served_ui
 from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.experiment.stages import STAGES
 
+pytestmark = pytest.mark.after_the_run  # a copy of the run, processes of its own (tests/conftest.py)
+
 JOB_RUNS = ("""{ pipelineOrError(params: {pipelineName: "tasks_and_model_job", repositoryName: "__repository__",
   repositoryLocationName: "apsft_dagster.definitions"}) { ... on Pipeline { runs { runId } } """
             """... on PythonError { message } } }""")

@@ -23,6 +23,8 @@ from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import Store
 from apsft_dagster.run_recovery import logged_pids, release_abandoned
 
+pytestmark = pytest.mark.after_the_run  # a copy of the run, processes of its own (tests/conftest.py)
+
 POLICY = "base"
 ASSET = dg.AssetKey("stage_a_generations")
 

@@ -73,6 +73,10 @@ def test_c1(cli_run): _ran("run")
 def test_m1(smoke_run): _ran("run")
 def test_m2(smoke_run, cli_run): _ran("run")
 def test_c2(cli_run): _ran("run")
+@pytest.mark.after_the_run
+def test_late1(cli_run): _ran("late")
+@pytest.mark.after_the_run
+def test_late2(smoke_run): _ran("late")
 """
 
 
@@ -81,20 +85,27 @@ def test_one_worker_starts_on_the_run_and_the_other_on_the_slow_tests(tmp_path):
     """The suite's conftest (its hooks, copied) puts every reader of README command 1's run first,
     as one group, and the other slow tests next, in collection order: one worker starts the run
     (about 150 s on this machine) and reads it, the other starts on the slow tests, and neither
-    waits behind quick tests."""
+    waits behind quick tests; readers marked `after_the_run` (a copy of the run, a minute or more of
+    their own) are not in the group: whichever worker is free takes them, after the slow tests."""
     from pathlib import Path
 
     here = Path(__file__).parent / "conftest.py"
     (tmp_path / "conftest.py").write_text(here.read_text().replace("sys.path.insert(0, str(Path(__file__).parent))",
                                                                    "sys.path.insert(0, %r)" % str(here.parent)))
-    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n")
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    slow: slow\n    after_the_run: late\n")
     (tmp_path / "test_pipelines.py").write_text(textwrap.dedent(PIPELINE_TESTS))
     order = tmp_path / "order.txt"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup",
-                           "-q", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
+                           "-v", str(tmp_path)], capture_output=True, text=True, cwd=tmp_path,
                           env={**os.environ, "ORDER_FILE": str(order)})
     assert proc.returncode == 0, proc.stdout[-2000:]
     ran = [line.split() for line in order.read_text().splitlines()]
     first = {worker: name for worker, name in reversed(ran)}
     assert sorted(first.values()) == ["run", "slow"], ran
     assert len({w for w, n in ran if n == "run"}) == 1, ran  # the run's four readers on one worker
+    # `after_the_run` readers leave the group: each worker takes them after its slow tests, before quick ones
+    late = [line for line in proc.stdout.splitlines() if "PASSED" in line and "test_late" in line]
+    assert len(late) == 2 and not any("@cli_run" in line for line in late), proc.stdout
+    for worker in {w for w, _ in ran}:
+        kinds = [n for w, n in ran if w == worker and n != "run"]
+        assert kinds == sorted(kinds, key=["slow", "late", "plain"].index), ran
