@@ -38,7 +38,13 @@ def test_a_helper_only_where_a_core_is_spare(monkeypatch, profile, compute, core
 
 class _Recorded(second_core.Helper):
     def __init__(self, name, factory, experiment, keys, options=None):  # records; starts no process
-        self.name, self.keys = name, keys
+        self.name, self.keys, self.warm, self.is_ready = name, list(keys or ()), keys is None, False
+
+    def ready(self):
+        return self.is_ready
+
+    def give(self, keys):
+        self.keys = list(keys)
 
 
 def test_a_helper_starts_once_the_half_left_is_worth_it(monkeypatch):
@@ -66,6 +72,69 @@ def test_a_helper_starts_once_the_half_left_is_worth_it(monkeypatch):
     never = second_core.Share("trace_bank", harvest_worker, experiment, Scripted(experiment=experiment))
     never.computed(worth * 10, list("bcdef"))
     assert never.helper is None
+
+
+def test_a_step_that_expects_work_starts_a_warm_helper_and_gives_it_half_once_ready(monkeypatch):
+    """`Share.expect(n)`: two or more partitions to compute start a helper at once, with no keys; it is
+    given the later half of what is left after a partition only once it is ready and that half is worth
+    WARM_WORTH_S; a step with one partition, or none, starts none."""
+    monkeypatch.setattr(second_core, "cores", lambda: 2)
+    monkeypatch.delenv(second_core.SWITCH, raising=False)
+    monkeypatch.setattr(second_core, "Helper", _Recorded)
+    experiment = ExperimentResource(profile="smoke")
+    generator = GenerationResource(experiment=experiment)
+    warm = second_core.WARM_WORTH_S
+    share = second_core.Share("trace_bank", harvest_worker, experiment, generator).expect(6)
+    assert share.helper.warm and share.helper.keys == [] and not share.owns("f")
+    share.computed(warm * 10, list("bcdef"))  # worth it, but the helper is still loading: the step goes on
+    assert share.helper.keys == []
+    share.helper.is_ready = True
+    share.computed(warm / 3, list("cdef"))  # ready; 2 left for it x warm / 3 = 0.67 x WARM_WORTH_S: not yet
+    assert share.helper.keys == [] and share.fastest == warm / 3
+    share.computed(warm, list("def"))  # 1 for it at the fastest (warm / 3): still not worth it
+    assert share.helper.keys == []
+    more = second_core.Share("trace_bank", harvest_worker, experiment, generator).expect(9)
+    more.helper.is_ready = True
+    more.computed(warm / 2, list("bcdefgh"))  # the later 3 of 7 for it x warm / 2 = 1.5 x WARM_WORTH_S
+    assert more.helper.keys == ["f", "g", "h"] and more.owns("h") and not more.owns("e")
+    more.computed(0.0, list("cdefgh"))  # given once
+    assert more.helper.keys == ["f", "g", "h"]
+    for count in (0, 1):
+        assert second_core.Share("score_bank", harvest_worker, experiment, generator).expect(count).helper is None
+
+
+def test_a_warm_helper_loads_says_ready_and_computes_what_it_is_given(tmp_path):
+    """A real warm helper over a store with a task catalog and no base model: it says it is ready (its
+    worker built), then, given keys, fails on its first, so the step gets None for each and computes
+    them itself."""
+    import time
+
+    from apsft_dagster.core.layout import TASK_CATALOG
+    from apsft_dagster.core.store import Store
+    from apsft_dagster.core.tasks.catalog import build_catalog
+
+    Store(tmp_path / "store").put_parquet(TASK_CATALOG, build_catalog(load_config("smoke")))
+    experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
+    helper = second_core.Helper("trace_bank", harvest_worker, experiment, None)
+    deadline = time.monotonic() + 120
+    while not helper.ready():
+        assert helper._proc.poll() is None and time.monotonic() < deadline, "the warm helper never got ready"
+        time.sleep(0.1)
+    assert helper._proc.poll() is None  # loaded, waiting for its keys
+    helper.give(["caravan-L1-000"])
+    assert helper.result("caravan-L1-000") is None and helper.exit_code not in (0, None)
+    assert helper.missed() == ["caravan-L1-000"]
+
+
+def test_a_warm_helper_never_given_work_stops_with_its_step(tmp_path):
+    import gc
+
+    experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
+    helper = second_core.Helper("trace_bank", harvest_worker, experiment, None)
+    proc, folder = helper._proc, helper._dir
+    del helper
+    gc.collect()
+    assert proc.poll() is not None and not folder.exists()
 
 
 def test_a_failed_helper_leaves_its_keys_to_the_step(tmp_path):

@@ -158,6 +158,8 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     digests, counts, pace, kept, say = {}, Counter(), Pace(tasks.height), [], log_and_show(context)
     rows = tasks.sort("task_id").iter_rows(named=True)
     todo = [t for t in tasks.sort("task_id")["task_id"] if not store.exists(shard_file(bank, t))]
+    if share is not None:
+        share.expect(len(todo))
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
         got = share.result(task["task_id"]) if share is not None else None

@@ -40,6 +40,7 @@ SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process
 STOCK = "apsft_dagster.resources."  # the resources a helper builds for itself
 PREFIX = "apsft-second-core-"  # + the step's process id: a folder whose process is gone is swept
 WORTH_S = 15.0  # a helper starts once the half it would take is worth this many seconds
+WARM_WORTH_S = 2.0  # a warm helper, loaded and waiting, is given the half once it is worth this many
 
 
 def cores() -> int:
@@ -59,19 +60,22 @@ Factory = Callable[..., Callable[[str], dict]]  # factory(experiment, **options)
 class Helper:
     """A helper process computing `keys` with `factory(experiment, **options)` (a module-level
     function, which the helper imports by name; `options` JSON-able, e.g. a resource's settings);
-    `result(key)` waits for it. `name` marks its progress lines."""
+    `result(key)` waits for it. `name` marks its progress lines. With `keys` None it starts warm:
+    it builds its worker (interpreter, torch, the model), says it is `ready`, and waits for `give`."""
 
-    def __init__(self, name: str, factory: Factory, experiment, keys: Sequence[str], options: dict | None = None):
-        self.keys, self.name = list(keys), name
+    def __init__(self, name: str, factory: Factory, experiment, keys: Sequence[str] | None,
+                 options: dict | None = None):
+        self.keys, self.name = list(keys or ()), name
         sweep_folders()
         self._dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
         fields = {field: getattr(experiment, field) for field in ("profile", "config_path", "store_dir",
                                                                    "definitions_digest")}
         cmd = [sys.executable, "-m", "apsft_dagster.assets.second_core", name,
                f"{factory.__module__}:{factory.__qualname__}", json.dumps(fields), json.dumps(options or {}),
-               json.dumps(self.keys),
+               "-" if keys is None else json.dumps(self.keys),
                str(self._dir / "results.jsonl"), str(os.getpid())]
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                      stdin=subprocess.PIPE if keys is None else None, text=True)
         self._results: dict[str, dict] | None = None
         self.exit_code: int | None = None
         # its folder goes once read; a step that fails before reading it: the helper stops, the folder goes
@@ -79,6 +83,19 @@ class Helper:
 
     def owns(self, key: str) -> bool:
         return key in self.keys
+
+    def ready(self) -> bool:
+        """A warm helper has built its worker and waits for its keys."""
+        return (self._dir / "ready").exists()
+
+    def give(self, keys: Sequence[str]) -> None:
+        """A warm helper's keys (once): it computes them and exits."""
+        self.keys = list(keys)
+        try:
+            self._proc.stdin.write(json.dumps(self.keys) + "\n")
+            self._proc.stdin.close()
+        except OSError:  # it died: `result` finds none of them, and the step computes them itself
+            pass
 
     def result(self, key: str) -> dict | None:
         """The helper's result for `key`, once the helper has exited; None when it did not finish
@@ -96,18 +113,26 @@ class Helper:
 
 class Share:
     """A step's loop and, once it pays, a helper: after each partition the step computes itself,
-    `computed(seconds, left)` starts a helper for the later half of `left` (the partitions still to
-    compute, in the loop's order) when that half is worth `WORTH_S` seconds at the fastest partition
-    so far (the first carries the model's load); a helper costs about 6 s to start (interpreter,
-    torch, the model), so smoke's scoring and R1 (0.2 s a task) and its training (4 s a policy) keep
-    their partitions, while its harvest and generations, and the laptop's every model-holding step,
-    share them. `resource` is the step's model-holding resource: the helper builds the project's
+    `computed(seconds, left)` gives a helper the later half of `left` (the partitions still to
+    compute, in the loop's order) when that half is worth enough at the fastest partition so far
+    (the first carries the model's load). A step that knows it has two or more partitions to compute
+    says so first (`expect`): a helper then starts at once, warm, building its worker on the idle
+    core while the step computes, and is given the later half once it is `ready` and that half is
+    worth `WARM_WORTH_S`; one never given is stopped with the step. Otherwise a helper starts cold, with
+    its half, once that half is worth `WORTH_S` (it costs about 6 s to start: interpreter, torch,
+    the model). `resource` is the step's model-holding resource: the helper builds the project's
     own, so a step given another (a test's scripted engine, a subclass) never shares."""
 
     def __init__(self, name: str, factory: Factory, experiment, resource, options: dict | None = None):
         self._args, self.helper, self.fastest = (name, factory, experiment), None, None
         self._options = options
         self._on = wanted(experiment.config()) and type(resource).__module__.startswith(STOCK)
+
+    def expect(self, count: int) -> Share:
+        """`count` partitions to compute: with two or more, a warm helper starts now."""
+        if self._on and self.helper is None and count >= 2:
+            self.helper = Helper(*self._args, None, self._options)
+        return self
 
     def owns(self, key: str) -> bool:
         return self.helper is not None and self.helper.owns(key)
@@ -123,12 +148,16 @@ class Share:
         return out
 
     def computed(self, seconds: float, left: Sequence[str]) -> None:
-        if not self._on or self.helper is not None:
+        if not self._on or (self.helper is not None and self.helper.keys):
             return
         self.fastest = seconds if self.fastest is None else min(self.fastest, seconds)
-        theirs = list(left)[(len(left) + 1) // 2:]
-        if theirs and self.fastest * len(theirs) >= WORTH_S:
+        theirs = list(left)[(len(left) + 1) // 2:]  # rounded down: a helper's first partition is its slowest
+        if not theirs:
+            return
+        if self.helper is None and self.fastest * len(theirs) >= WORTH_S:
             self.helper = Helper(*self._args, theirs, self._options)
+        elif self.helper is not None and self.helper.ready() and self.fastest * len(theirs) >= WARM_WORTH_S:
+            self.helper.give(theirs)
 
 
 def _discard(proc: subprocess.Popen, folder: Path) -> None:
@@ -194,6 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     module, function = factory.split(":")
     work: Callable[[str], dict] = getattr(importlib.import_module(module), function)(
         ExperimentResource(**json.loads(fields)), **json.loads(options))
+    if keys == "-":  # warm: ready, then the keys arrive on stdin (none: the step did not need it)
+        Path(results).with_name("ready").touch()
+        keys = sys.stdin.readline() or "[]"
     keys, show = json.loads(keys), say(name)
     pace = Pace(len(keys))
     with open(results, "a", encoding="utf-8") as out:

@@ -29,7 +29,8 @@ def stage_a_generations(context: dg.AssetExecutionContext, experiment: Experimen
     allowance, engine) is unchanged are reused."""
     store = experiment.store()
     tasks, digests = eval_tasks(store.get_parquet(TASK_CATALOG)), {}
-    share, keys = Share("stage_a_generations", generations_worker, experiment, generator), context.partition_keys
+    keys = context.partition_keys
+    share = Share("stage_a_generations", generations_worker, experiment, generator).expect(len(keys))
     for i, policy in enumerate(keys):
         got = share.result(policy) or share.run(lambda: _generations(experiment, generator, tasks, policy),
                                                 keys[i + 1:])

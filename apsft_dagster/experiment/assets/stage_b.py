@@ -65,7 +65,8 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
     store = experiment.store()
     planned(store, context.partition_keys)
     work, digests = generations_worker(experiment, generator), {}
-    share, keys = Share("stage_b_generations", generations_worker, experiment, generator), context.partition_keys
+    keys = context.partition_keys
+    share = Share("stage_b_generations", generations_worker, experiment, generator).expect(len(keys))
     for i, policy in enumerate(keys):
         got = share.result(policy) or share.run(lambda: work(policy), keys[i + 1:])
         for kind, name, figures in got["runs"]:

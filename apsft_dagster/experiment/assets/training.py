@@ -55,6 +55,8 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
     config, store = experiment.config(), experiment.store()
     manifest, manifest_sha, _ = verified_manifest(store, config)
     todo = [p for p in context.partition_keys if not completed(store, adapter_report(p), adapter_dir(p))]
+    # a warm helper loads on the idle core during the warm-up and the first policy
+    share = Share(context.asset_key.to_user_string(), training_worker, experiment, trainer).expect(len(todo))
     gate = None
     if todo:
         measured = trainer.warmup(parse_policy(todo[0])[0])
@@ -64,7 +66,7 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
         context.log.info(f"budget gate: {gate['device_hours']:.4f} device-hours estimated for {len(matrix)} policies "
                          f"at {gate['tokens_per_s']:,.0f} tokens/s ({gate['throughput_source']}); budget "
                          f"{gate['budget_device_hours']} ({gate['budget_source']})")
-    reports, share = {}, Share(context.asset_key.to_user_string(), training_worker, experiment, trainer)
+    reports = {}
     for i, policy in enumerate(context.partition_keys):
         if policy in todo:
             got = share.result(policy) or share.run(
