@@ -69,11 +69,15 @@ def decode(model, prompts: Sequence[Sequence[int]], pad: int, stops: Sequence[in
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=device)
     positions = (mask.cumsum(-1) - 1).masked_fill(mask == 0, 0)  # as `generate` derives them
     cache = DynamicCache(config=model.config)
+    given = {_cache_argument(model): cache}
     rows = torch.arange(len(prompts), device=device)
     out: list[list[int]] = [[] for _ in prompts]
     stop_ids = torch.tensor(sorted(set(stops)), device=device)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, cache=cache, use_cache=True,
-                   logits_to_keep=1).logits
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions, use_cache=True, logits_to_keep=1,
+                   **given).logits
+    if cache.get_seq_length() != width:  # a cache the model did not fill would decode from one token on
+        raise RuntimeError(f"{type(model).__name__} did not fill the cache it was given ({cache.get_seq_length()} "
+                           f"of {width} positions): this transformers' forward takes it under another name")
     for step in range(max_tokens):
         tokens = draw(rows, logits[:, -1].to(copy=True, dtype=torch.float32))
         for row, token in zip(rows.tolist(), tokens.tolist()):
@@ -87,6 +91,14 @@ def decode(model, prompts: Sequence[Sequence[int]], pad: int, stops: Sequence[in
             rows, tokens, mask, positions = rows[keep], tokens[keep], mask[keep], positions[keep]
         mask = torch.cat([mask, mask.new_ones(len(rows), 1)], dim=-1)
         positions = positions[:, -1:] + 1
-        logits = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=positions, cache=cache,
-                       use_cache=True, logits_to_keep=1).logits
+        logits = model(input_ids=tokens[:, None], attention_mask=mask, position_ids=positions, use_cache=True,
+                       logits_to_keep=1, **given).logits
     return out
+
+
+def _cache_argument(model) -> str:
+    """The forward's name for the cache: `cache` from transformers 5.20, `past_key_values` before (the
+    vLLM lane's venv pins transformers below 5.20)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
