@@ -67,7 +67,8 @@ def main() -> None:
     profile = sys.argv[1] if len(sys.argv) > 1 else "laptop"
     config = load_config(profile)
     torch.set_num_threads(config.compute.threads)
-    engine = TransformersEngine.load(shipped_model(profile), STOP_TOKENS)
+    model = shipped_model(profile)
+    engine = TransformersEngine.load(model, STOP_TOKENS)
     catalog = build_catalog(config)
     train = catalog.filter(catalog["split"] == "train").sort("task_id")
     evals = catalog.filter(catalog["split"] == "core_iid").sort("task_id")
@@ -79,15 +80,14 @@ def main() -> None:
         h.sampling) for level in (1, 2, 3)}
     cases["evaluation batch"] = ([GenerationRequest(prompt_ids(engine.tokenizer, p), 1, config.evaluation.allowance, 0)
                                   for p in evals["prompt"].head(48)], GREEDY)
-    print(f"{profile}: {shipped_model(profile)}, {config.compute.threads} thread(s)")
+    print(f"{profile}: {model}, {config.compute.threads} thread(s)")
     for name, (requests, sampling) in cases.items():
         compare(engine, name, requests, sampling)
     # R1: one answer rollout per level-3 trace, continuing x + z + b (core/rollouts.py)
     requests, _ = cases["harvest batch, level 3"]
     traces = engine.generate(requests, h.sampling)
-    r1 = [GenerationRequest(r.prompt_ids + c.token_ids + tuple(engine.tokenizer(BOUNDARY.removeprefix(THINK_CLOSE),
-                                                                                add_special_tokens=False)["input_ids"]),
-                            1, config.rollouts.max_new_tokens, 7 + i)
+    rest = tuple(engine.tokenizer(BOUNDARY.removeprefix(THINK_CLOSE), add_special_tokens=False)["input_ids"])
+    r1 = [GenerationRequest(r.prompt_ids + c.token_ids + rest, 1, config.rollouts.max_new_tokens, 7 + i)
           for r, cs in zip(requests, traces) for i, c in enumerate(cs) if c.finish_reason == "stop"]
     compare(engine, "R1 batch (level 3)", r1, config.rollouts.sampling)
 

@@ -47,14 +47,21 @@ class _Recorded(second_core.Helper):
         self.keys = list(keys)
 
 
-def test_a_helper_starts_once_the_half_left_is_worth_it(monkeypatch):
-    """`Share.computed`: the later half of what is left goes to a helper once that half is worth
-    WORTH_S seconds at the fastest partition so far; never for a resource the helper cannot build."""
+@pytest.fixture
+def recorded(monkeypatch):
+    """Two cores, the helper switched on and recorded (`_Recorded`: no process); (experiment, generator)."""
     monkeypatch.setattr(second_core, "cores", lambda: 2)
     monkeypatch.delenv(second_core.SWITCH, raising=False)
     monkeypatch.setattr(second_core, "Helper", _Recorded)
     experiment = ExperimentResource(profile="smoke")
     generator = GenerationResource(experiment=experiment)
+    return experiment, generator
+
+
+def test_a_helper_starts_once_the_half_left_is_worth_it(recorded):
+    """`Share.computed`: the later half of what is left goes to a helper once that half is worth
+    WORTH_S seconds at the fastest partition so far; never for a resource the helper cannot build."""
+    experiment, generator = recorded
     worth = second_core.WORTH_S
     share = second_core.Share("trace_bank", harvest_worker, experiment, generator)
     share.computed(worth / 2, list("bcdef"))  # the first (with the model's load): 2 left for it, 1.0 x WORTH_S
@@ -74,15 +81,11 @@ def test_a_helper_starts_once_the_half_left_is_worth_it(monkeypatch):
     assert never.helper is None
 
 
-def test_a_step_that_expects_work_starts_a_warm_helper_and_gives_it_half_once_ready(monkeypatch):
+def test_a_step_that_expects_work_starts_a_warm_helper_and_gives_it_half_once_ready(recorded):
     """`Share.expect(n)`: two or more partitions to compute start a helper at once, with no keys; it is
     given the later half of what is left after a partition only once it is ready and that half is worth
     WARM_WORTH_S; a step with one partition, or none, starts none."""
-    monkeypatch.setattr(second_core, "cores", lambda: 2)
-    monkeypatch.delenv(second_core.SWITCH, raising=False)
-    monkeypatch.setattr(second_core, "Helper", _Recorded)
-    experiment = ExperimentResource(profile="smoke")
-    generator = GenerationResource(experiment=experiment)
+    experiment, generator = recorded
     warm = second_core.WARM_WORTH_S
     share = second_core.Share("trace_bank", harvest_worker, experiment, generator).expect(6)
     assert share.helper.warm and share.helper.keys == [] and not share.owns("f")
