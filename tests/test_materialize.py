@@ -3,8 +3,8 @@ model, its lines, and partitions computed again in this process, byte for byte.
 
 The same bytes whichever process computes a partition is proved partition by partition: the
 harvest's later tasks (the helper's share) by test_trace_bank's kill and resume, which computes the
-last six again in this process; Stage A's last policy (the helper's) and one task's score and R1
-shards by the test below; an adapter by test_training_assets."""
+last six again in this process; a policy of Stage A's the helper computed and one task's score and
+R1 shards by the test below; an adapter by test_training_assets."""
 
 import shutil
 from collections.abc import Callable
@@ -83,7 +83,7 @@ def test_command_one_says_one_line_per_stage_in_order(cli_run):
 
 
 def _helped(proc, step: str) -> str:
-    """The last partition command 1 handed `step`'s helper (a count's last line is always shown:
+    """The last partition `step`'s helper computed in command 1 (a count's last line is always shown:
     core/progress.py, Throttle)."""
     helped = [line.split()[4].rstrip(":") for line in proc.stderr.splitlines()
               if line.startswith(f"  {step} (second core): [")]
@@ -110,10 +110,10 @@ def _recomputed(step: str, proc, experiment) -> tuple[str, list[str], Callable[[
 
 @pytest.mark.parametrize("step", ["score_bank", "r1_labels", "stage_a_generations"])
 def test_a_partition_computed_again_in_this_process_is_the_same_file(cli_run, tmp_path, monkeypatch, step):
-    """Command 1 handed the later half of its harvest's tasks and of Stage A's policies to the second
-    core's helper (its stderr names them). A partition computed again here, in a process with
-    another history and no helper, with the helper's own work function, is the same file: Stage A's
-    last policy (the helper's), and the scoring and R1 of a task whose traces the helper drew (on
+    """Command 1's second-core helper claimed the later part of its harvest's tasks and of Stage A's
+    policies (its stderr names them). A partition computed again here, in a process with another
+    history and no helper, with the helper's own work function, is the same file: a policy of
+    Stage A's that the helper computed, and the scoring and R1 of a task whose traces the helper drew (on
     smoke the step computes those itself; on the laptop a helper shares them too)."""
     from apsft_dagster.assets.second_core import SWITCH
 

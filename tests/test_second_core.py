@@ -3,6 +3,9 @@ takes, and what the step does when the helper fails. That a helper's bytes equal
 proved on README command 1's run (test_materialize's docstring names the tests)."""
 
 import os
+import time
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -37,11 +40,8 @@ def test_a_helper_only_where_a_core_is_spare(monkeypatch, profile, compute, core
 
 
 class _Recorded(second_core.Helper):
-    def __init__(self, name, factory, experiment, keys, options=None):  # records; starts no process
-        self.name, self.keys, self.warm, self.is_ready = name, list(keys or ()), keys is None, False
-
-    def ready(self):
-        return self.is_ready
+    def __init__(self, name, factory, experiment, options=None):  # records; starts no process
+        self.name, self.keys = name, []
 
     def give(self, keys):
         self.keys = list(keys)
@@ -58,52 +58,80 @@ def recorded(monkeypatch):
     return experiment, generator
 
 
-def test_a_helper_starts_once_the_half_left_is_worth_it(recorded):
-    """`Share.computed`: the later half of what is left goes to a helper once that half is worth
-    WORTH_S seconds at the fastest partition so far; never for a resource the helper cannot build."""
+def test_a_step_that_expects_work_starts_a_warm_helper_and_gives_it_the_keys_once_open(recorded):
+    """`Share.expect(todo)`: two or more partitions to compute start a helper at once, with no keys
+    (it loads); `open()` gives it the partitions in the step's order; before that every partition is
+    the step's. One partition, or none, or a resource the helper could not build: no helper."""
     experiment, generator = recorded
-    worth = second_core.WORTH_S
-    share = second_core.Share("trace_bank", harvest_worker, experiment, generator)
-    share.computed(worth / 2, list("bcdef"))  # the first (with the model's load): 2 left for it, 1.0 x WORTH_S
-    assert share.helper.keys == ["e", "f"] and share.owns("e") and not share.owns("d")
-    share.computed(0.0, list("cdef"))  # once started, nothing changes
-    assert share.helper.keys == ["e", "f"]
-    slow_first = second_core.Share("score_bank", harvest_worker, experiment, generator)
-    slow_first.computed(worth, ["b"])  # nothing would be left for a helper (1 key: the step keeps it)
-    slow_first.computed(worth / 10, list("cdefg"))  # 3 for it at the fastest, 0.1 x WORTH_S: not worth it
-    assert slow_first.helper is None and slow_first.fastest == worth / 10
-    assert slow_first.result("g") is None  # the step computes it
+    share = second_core.Share("trace_bank", harvest_worker, experiment, generator).expect(list("abcdef"))
+    assert share.helper.keys == [] and share.result("f") is None  # not open: the step's
+    share.open()
+    assert share.helper.keys == list("abcdef")
+    share.open()  # given once
+    assert share.helper.keys == list("abcdef")
+    for todo in ([], ["a"]):
+        assert second_core.Share("score_bank", harvest_worker, experiment, generator).expect(todo).helper is None
 
     class Scripted(GenerationResource):  # a test's engine: the helper could not build it
         pass
     never = second_core.Share("trace_bank", harvest_worker, experiment, Scripted(experiment=experiment))
-    never.computed(worth * 10, list("bcdef"))
-    assert never.helper is None
+    assert never.expect(list("abcdef")).open().helper is None and never.result("f") is None
 
 
-def test_a_step_that_expects_work_starts_a_warm_helper_and_gives_it_half_once_ready(recorded):
-    """`Share.expect(n)`: two or more partitions to compute start a helper at once, with no keys; it is
-    given the later half of what is left after a partition only once it is ready and that half is worth
-    WARM_WORTH_S; a step with one partition, or none, starts none."""
-    experiment, generator = recorded
-    warm = second_core.WARM_WORTH_S
-    share = second_core.Share("trace_bank", harvest_worker, experiment, generator).expect(6)
-    assert share.helper.warm and share.helper.keys == [] and not share.owns("f")
-    share.computed(warm * 10, list("bcdef"))  # worth it, but the helper is still loading: the step goes on
-    assert share.helper.keys == []
-    share.helper.is_ready = True
-    share.computed(warm / 3, list("cdef"))  # ready; 2 left for it x warm / 3 = 0.67 x WARM_WORTH_S: not yet
-    assert share.helper.keys == [] and share.fastest == warm / 3
-    share.computed(warm, list("def"))  # 1 for it at the fastest (warm / 3): still not worth it
-    assert share.helper.keys == []
-    more = second_core.Share("trace_bank", harvest_worker, experiment, generator).expect(9)
-    more.helper.is_ready = True
-    more.computed(warm / 2, list("bcdefgh"))  # the later 3 of 7 for it x warm / 2 = 1.5 x WARM_WORTH_S
-    assert more.helper.keys == ["f", "g", "h"] and more.owns("h") and not more.owns("e")
-    more.computed(0.0, list("cdefgh"))  # given once
-    assert more.helper.keys == ["f", "g", "h"]
-    for count in (0, 1):
-        assert second_core.Share("score_bank", harvest_worker, experiment, generator).expect(count).helper is None
+def test_exactly_one_side_wins_each_claim(tmp_path):
+    assert second_core.claim(tmp_path, 3) and not second_core.claim(tmp_path, 3)
+    assert second_core.claim(tmp_path, 4) and sorted(p.name for p in tmp_path.iterdir()) == ["3", "4"]
+
+
+def sleeper(experiment, seconds: float, fail: str = "") -> Callable[[str], dict]:
+    """A helper's work for the tests below: `seconds` a key, who computed it; raises on `fail`."""
+    def work(key: str) -> dict:
+        if key == fail:
+            raise RuntimeError(f"planted failure on {key}")
+        time.sleep(seconds)
+        return {"pid": os.getpid()}
+    return work
+
+
+def _shared(tmp_path, monkeypatch, keys, **options) -> tuple[second_core.Share, dict[str, int]]:
+    """A real helper running `sleeper` beside a step that sleeps as long a key; who computed each key."""
+    monkeypatch.setattr(second_core, "cores", lambda: 2)
+    monkeypatch.delenv(second_core.SWITCH, raising=False)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
+    share = second_core.Share("trace_bank", sleeper, experiment, GenerationResource(experiment=experiment),
+                              options).expect(keys)
+    deadline = time.monotonic() + 120
+    while not share.helper.ready():
+        assert share.helper._proc.poll() is None and time.monotonic() < deadline, "the helper never got ready"
+        time.sleep(0.05)
+    share.open()
+    work, by = sleeper(experiment, options["seconds"]), {}
+    for key in keys:
+        by[key] = (share.result(key) or work(key))["pid"]
+    return share, by
+
+
+def test_the_step_and_its_helper_meet_where_their_work_balances(tmp_path, monkeypatch):
+    """The step claims from the front, the helper from the back: each key computed once, the step's a
+    prefix, the helper's the rest, their counts within one partition or two of each other."""
+    keys = [f"k{i}" for i in range(10)]
+    share, by = _shared(tmp_path, monkeypatch, keys, seconds=0.4)
+    helper_pid = share.helper._proc.pid
+    step = [k for k in keys if by[k] == os.getpid()]
+    helped = [k for k in keys if by[k] == helper_pid]
+    assert step + helped == keys and step == keys[:len(step)], by
+    assert abs(len(step) - len(helped)) <= 2, by
+    assert share.helper.exit_code == 0 and share.helper.missed() == []
+
+
+def test_a_key_the_helper_claimed_and_failed_is_computed_by_the_step(tmp_path, monkeypatch):
+    """The helper computes the last key, claims the one before and fails on it (and exits): the step
+    computes that one itself, and everything before it; the last stays the helper's."""
+    keys = [f"k{i}" for i in range(10)]
+    share, by = _shared(tmp_path, monkeypatch, keys, seconds=0.4, fail="k8")
+    assert [k for k in keys if by[k] != os.getpid()] == ["k9"], by
+    assert share.helper.exit_code not in (0, None) and share.helper.missed() == ["k8"]
 
 
 def test_a_warm_helper_loads_says_ready_and_computes_what_it_is_given(tmp_path):
@@ -118,14 +146,14 @@ def test_a_warm_helper_loads_says_ready_and_computes_what_it_is_given(tmp_path):
 
     Store(tmp_path / "store").put_parquet(TASK_CATALOG, build_catalog(load_config("smoke")))
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    helper = second_core.Helper("trace_bank", harvest_worker, experiment, None)
+    helper = second_core.Helper("trace_bank", harvest_worker, experiment)
     deadline = time.monotonic() + 120
     while not helper.ready():
         assert helper._proc.poll() is None and time.monotonic() < deadline, "the warm helper never got ready"
         time.sleep(0.1)
     assert helper._proc.poll() is None  # loaded, waiting for its keys
     helper.give(["caravan-L1-000"])
-    assert helper.result("caravan-L1-000") is None and helper.exit_code not in (0, None)
+    assert helper.result("caravan-L1-000") is None and helper.exit_code not in (0, None)  # claimed, failed
     assert helper.missed() == ["caravan-L1-000"]
 
 
@@ -133,22 +161,23 @@ def test_a_warm_helper_never_given_work_stops_with_its_step(tmp_path):
     import gc
 
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    helper = second_core.Helper("trace_bank", harvest_worker, experiment, None)
+    helper = second_core.Helper("trace_bank", harvest_worker, experiment)
     proc, folder = helper._proc, helper._dir
     del helper
     gc.collect()
     assert proc.poll() is not None and not folder.exists()
 
 
-def test_a_failed_helper_leaves_its_keys_to_the_step(tmp_path):
-    """A real helper process over a store with no task catalog: it fails on its first key, so the
-    step gets None for every key it gave away (and computes them itself); its temp folder goes."""
+def test_a_helper_that_dies_loading_leaves_every_key_to_the_step(tmp_path):
+    """A real helper over a store with no task catalog: its worker fails to build, so it claims
+    nothing; the step wins every claim and computes every key itself; the temp folder goes."""
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    helper = second_core.Helper("trace_bank", harvest_worker, experiment, ["caravan-L1-000", "caravan-L1-001"])
+    helper = second_core.Helper("trace_bank", harvest_worker, experiment)
     folder = helper._dir
-    assert helper.owns("caravan-L1-001") and not helper.owns("caravan-L1-002")
-    assert helper.result("caravan-L1-000") is None and helper.exit_code not in (0, None)
-    assert helper.missed() == ["caravan-L1-000", "caravan-L1-001"]
+    assert helper._proc.wait(timeout=120) not in (0, None) and not helper.ready()
+    helper.give(["caravan-L1-000", "caravan-L1-001"])
+    assert helper.take("caravan-L1-001") and helper.take("caravan-L1-000") and not helper.take("caravan-L1-000")
+    assert helper.result("caravan-L1-000") is None and helper.missed() == []
     assert not folder.exists()
 
 
@@ -157,7 +186,8 @@ def test_a_helper_dropped_unread_stops_and_leaves_no_folder(tmp_path):
     import gc
 
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    helper = second_core.Helper("trace_bank", harvest_worker, experiment, ["caravan-L1-000"])
+    helper = second_core.Helper("trace_bank", harvest_worker, experiment)
+    helper.give(["caravan-L1-000"])
     proc, folder = helper._proc, helper._dir
     assert folder.is_dir() and folder.name.startswith(f"{second_core.PREFIX}{os.getpid()}-")
     del helper
@@ -179,7 +209,8 @@ def test_a_killed_steps_helper_folder_is_swept_by_the_next_helper(tmp_path):
     living = Path(tempfile.mkdtemp(prefix=f"{second_core.PREFIX}{os.getppid()}-"))
     try:
         experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-        helper = second_core.Helper("trace_bank", harvest_worker, experiment, ["caravan-L1-000"])
+        helper = second_core.Helper("trace_bank", harvest_worker, experiment)
+        helper.give(["caravan-L1-000"])
         assert not dead.exists() and living.is_dir() and helper._dir.is_dir()
         helper.result("caravan-L1-000")
     finally:

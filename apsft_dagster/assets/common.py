@@ -148,8 +148,9 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     own metadata (action, shard SHA-256, figures) through `add_asset_metadata(partition_key=...)`,
     Dagster 1.13's per-partition record in a single-run backfill; the data version stays run-wide
     (1.13 has no supported per-partition data version in one run). Progress goes to the Dagster
-    log and, in a terminal, to a progress bar. `share` (assets/second_core.py) may hand the later
-    half of the shards still to make to a helper process; the loop takes its (action, figures).
+    log and, in a terminal, to a progress bar. `share` (assets/second_core.py) may share the shards
+    still to make with a helper process, which takes them from the back; the loop takes its
+    (action, figures).
     """
     from apsft_dagster.core.layout import shard_file
     from apsft_dagster.core.progress import Pace
@@ -159,7 +160,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     rows = tasks.sort("task_id").iter_rows(named=True)
     todo = [t for t in tasks.sort("task_id")["task_id"] if not store.exists(shard_file(bank, t))]
     if share is not None:
-        share.expect(len(todo))
+        share.expect(todo).open()
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
         got = share.result(task["task_id"]) if share is not None else None
@@ -167,10 +168,8 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
             digest, action, figures = store.verify(name), got["action"], got["figures"]  # its receipt, re-hashed
         elif store.exists(name):
             digest, action, figures = store.verify(name), "kept", {}
-        elif share is None:
-            digest, action, figures = make(task, name)
         else:
-            digest, action, figures = share.run(lambda: make(task, name), todo[todo.index(task["task_id"]) + 1:])
+            digest, action, figures = make(task, name)
         digests[task["task_id"]] = digest
         counts[action] += 1
         context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])

@@ -5,13 +5,15 @@ second thread is no cure: beside a busy core a two-thread process stalls (6.5x s
 docs/timings.md), and the thread count is part of what a CPU result depends on. Instead a step
 whose partitions are independent (each partition's bytes depend on that partition alone: the
 harvest's, scoring's and R1's task shards, Stage A's and Stage B's per-policy generations, each
-policy's adapter) hands the later half of the partitions it must compute to one helper: a process
-of its own, pinned to the same one thread, computing through the same store (atomic writes, so a
-kill leaves nothing half-written) and reporting each finished partition in a JSON line. The step
-computes the first half meanwhile, then records every partition in order (receipts re-hashed), as
-if it had computed them all; any partition the helper did not finish (it died, it was killed) the
-step computes itself. The bytes are the same either way: the suite computes the partitions
-command 1's helpers made again in its own process (test_materialize.py says which tests).
+policy's adapter) shares the partitions it must compute with one helper: a process of its own,
+pinned to the same one thread, computing through the same store (atomic writes, so a kill leaves
+nothing half-written) and reporting each finished partition in a JSON line. The step takes
+partitions from the front, the helper from the back, each claiming one before computing it (an
+exclusive file create), so they meet where their work balances. The step then records every
+partition in order (receipts re-hashed), as if it had computed them all; any partition the helper
+claimed and did not finish (it died, it was killed) the step computes itself. The bytes are the
+same either way: the suite computes the partitions command 1's helpers made again in its own
+process (test_materialize.py says which tests).
 
 Not used where the device is the bottleneck (`compute.device` other than cpu: one engine per node,
 the `gpu` pool), where the pinned threads already fill the cores (full_cpu: 2 of 2), on vLLM's CPU
@@ -32,15 +34,12 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TypeVar
 
 from apsft_dagster.core.leftovers import alive
 
 SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process
 STOCK = "apsft_dagster.resources."  # the resources a helper builds for itself
 PREFIX = "apsft-second-core-"  # + the step's process id: a folder whose process is gone is swept
-WORTH_S = 15.0  # a helper starts once the half it would take is worth this many seconds
-WARM_WORTH_S = 2.0  # a warm helper, loaded and waiting, is given the half once it is worth this many
 
 
 def cores() -> int:
@@ -53,111 +52,127 @@ def wanted(config) -> bool:
             and config.harvest.backend == "transformers" and cores() >= 2 * config.compute.threads)
 
 
-T = TypeVar("T")
 Factory = Callable[..., Callable[[str], dict]]  # factory(experiment, **options) -> work(key) -> a JSON-able result
 
 
 class Helper:
-    """A helper process computing `keys` with `factory(experiment, **options)` (a module-level
-    function, which the helper imports by name; `options` JSON-able, e.g. a resource's settings);
-    `result(key)` waits for it. `name` marks its progress lines. With `keys` None it starts warm:
-    it builds its worker (interpreter, torch, the model), says it is `ready`, and waits for `give`."""
+    """A helper process computing partitions with `factory(experiment, **options)` (a module-level
+    function, which the helper imports by name; `options` JSON-able, e.g. a resource's settings). It
+    starts warm: it builds its worker (interpreter, torch, the model), says it is `ready`, and waits
+    for `give(keys)`; then it claims keys from the back (`claim`) while the step claims from the
+    front (`take`), until it meets one the step holds. `name` marks its progress lines."""
 
-    def __init__(self, name: str, factory: Factory, experiment, keys: Sequence[str] | None,
-                 options: dict | None = None):
-        self.keys, self.name = list(keys or ()), name
+    def __init__(self, name: str, factory: Factory, experiment, options: dict | None = None):
+        self.keys, self.name = [], name
         sweep_folders()
         self._dir = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
+        (self._dir / "claims").mkdir()
         fields = {field: getattr(experiment, field) for field in ("profile", "config_path", "store_dir",
                                                                    "definitions_digest")}
         cmd = [sys.executable, "-m", "apsft_dagster.assets.second_core", name,
                f"{factory.__module__}:{factory.__qualname__}", json.dumps(fields), json.dumps(options or {}),
-               "-" if keys is None else json.dumps(self.keys),
                str(self._dir / "results.jsonl"), str(os.getpid())]
-        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                      stdin=subprocess.PIPE if keys is None else None, text=True)
+        self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stdin=subprocess.PIPE, text=True)
         self._results: dict[str, dict] | None = None
+        self._claimed: list[str] = []
+        self._mine: set[str] = set()  # the keys the step claimed
         self.exit_code: int | None = None
         # its folder goes once read; a step that fails before reading it: the helper stops, the folder goes
         self._discard = weakref.finalize(self, _discard, self._proc, self._dir)
 
-    def owns(self, key: str) -> bool:
-        return key in self.keys
-
     def ready(self) -> bool:
-        """A warm helper has built its worker and waits for its keys."""
+        """The helper has built its worker and waits for its keys (or claims them, once given)."""
         return (self._dir / "ready").exists()
 
     def give(self, keys: Sequence[str]) -> None:
-        """A warm helper's keys (once): it computes them and exits."""
+        """The partitions to compute, in the step's order (once): the helper claims them from the back."""
         self.keys = list(keys)
         try:
             self._proc.stdin.write(json.dumps(self.keys) + "\n")
             self._proc.stdin.close()
-        except OSError:  # it died: `result` finds none of them, and the step computes them itself
+        except OSError:  # it died: `take` wins every key, and the step computes them itself
             pass
 
+    def take(self, key: str) -> bool:
+        """The step claims `key`: True when it is the step's to compute (not given, or not yet
+        claimed by the helper), False when the helper holds it (then `result`)."""
+        if self._results is not None:  # it has exited: what it reported is its, the rest the step's
+            return key not in self._results
+        if key not in self.keys:
+            return True
+        if claim(self._dir / "claims", self.keys.index(key)):
+            self._mine.add(key)
+            return True
+        return False
+
     def result(self, key: str) -> dict | None:
-        """The helper's result for `key`, once the helper has exited; None when it did not finish
-        that key (the step then computes it itself)."""
+        """The helper's result for `key`, once the helper has exited (it stops at the first key the
+        step holds); None when it did not finish that key (the step then computes it itself)."""
         if self._results is None:
             self.exit_code = self._proc.wait()
-            self._results = _read(self._dir / "results.jsonl")
+            self._results, self._claimed = _read(self._dir / "results.jsonl"), self.claimed
             self._discard()
         return self._results.get(key)
 
     def missed(self) -> list[str]:
-        """The keys the helper was given and did not report (after `result`)."""
-        return [k for k in self.keys if k not in (self._results or {})]
+        """The keys the helper claimed and did not report (after `result`)."""
+        return [k for k in self.claimed if k not in self._mine and k not in (self._results or {})]
+
+    @property
+    def claimed(self) -> list[str]:
+        """The keys claimed so far, by either side, in the step's order."""
+        if self._results is not None:  # its folder is gone: as they were when it exited
+            return self._claimed
+        folder = self._dir / "claims"
+        return [k for i, k in enumerate(self.keys) if (folder / str(i)).exists()]
+
+
+def claim(folder: Path, index: int) -> bool:
+    """Claim partition `index` (an exclusive create: of the step and its helper, exactly one wins)."""
+    try:
+        os.close(os.open(folder / str(index), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
 
 
 class Share:
-    """A step's loop and, once it pays, a helper: after each partition the step computes itself,
-    `computed(seconds, left)` gives a helper the later half of `left` (the partitions still to
-    compute, in the loop's order) when that half is worth enough at the fastest partition so far
-    (the first carries the model's load). A step that knows it has two or more partitions to compute
-    says so first (`expect`): a helper then starts at once, warm, building its worker on the idle
-    core while the step computes, and is given the later half once it is `ready` and that half is
-    worth `WARM_WORTH_S`; one never given is stopped with the step. Otherwise a helper starts cold, with
-    its half, once that half is worth `WORTH_S` (it costs about 6 s to start: interpreter, torch,
-    the model). `resource` is the step's model-holding resource: the helper builds the project's
-    own, so a step given another (a test's scripted engine, a subclass) never shares."""
+    """A step's loop over its independent partitions and, where a core is spare (`wanted`), one
+    helper that takes them from the other end. `expect(todo)` names the partitions the step must
+    compute, in its order: with two or more, a helper starts at once, warm, building its worker on
+    the idle core (about 6 s: interpreter, torch, the model). `open()` lets it work (training opens
+    once the budget gate has passed; a bank at once): from then on, before each partition the step
+    asks `result(key)`: None means the step claimed it and computes it itself; otherwise the
+    helper held it and this is its result (the step waits for the helper, which stops at the first
+    key the step holds). The two meet where their work balances, within one partition, however
+    long the helper took to load; a helper that never claimed anything (smoke's scoring: the step
+    finished first) is stopped with the step, having cost only the idle core. `resource` is the
+    step's model-holding resource: the helper builds the project's own, so a step given another (a
+    test's scripted engine, a subclass) never shares."""
 
     def __init__(self, name: str, factory: Factory, experiment, resource, options: dict | None = None):
-        self._args, self.helper, self.fastest = (name, factory, experiment), None, None
+        self._args, self.helper, self._todo = (name, factory, experiment), None, []
         self._options = options
         self._on = wanted(experiment.config()) and type(resource).__module__.startswith(STOCK)
 
-    def expect(self, count: int) -> Share:
-        """`count` partitions to compute: with two or more, a warm helper starts now."""
-        if self._on and self.helper is None and count >= 2:
-            self.helper = Helper(*self._args, None, self._options)
+    def expect(self, todo: Sequence[str]) -> Share:
+        """The partitions to compute, in the loop's order: with two or more, a warm helper starts now."""
+        self._todo = list(todo)
+        if self._on and self.helper is None and len(self._todo) >= 2:
+            self.helper = Helper(*self._args, self._options)
         return self
 
-    def owns(self, key: str) -> bool:
-        return self.helper is not None and self.helper.owns(key)
+    def open(self) -> Share:
+        """The helper may start claiming (from the back) once it is ready."""
+        if self.helper is not None and not self.helper.keys:
+            self.helper.give(self._todo)
+        return self
 
     def result(self, key: str) -> dict | None:
-        return self.helper.result(key) if self.owns(key) else None
-
-    def run(self, compute: Callable[[], T], left: Sequence[str]) -> T:
-        """`compute()` in the step's own process, timed for `computed`."""
-        started = time.perf_counter()
-        out = compute()
-        self.computed(time.perf_counter() - started, left)
-        return out
-
-    def computed(self, seconds: float, left: Sequence[str]) -> None:
-        if not self._on or (self.helper is not None and self.helper.keys):
-            return
-        self.fastest = seconds if self.fastest is None else min(self.fastest, seconds)
-        theirs = list(left)[(len(left) + 1) // 2:]  # rounded down: a helper's first partition is its slowest
-        if not theirs:
-            return
-        if self.helper is None and self.fastest * len(theirs) >= WORTH_S:
-            self.helper = Helper(*self._args, theirs, self._options)
-        elif self.helper is not None and self.helper.ready() and self.fastest * len(theirs) >= WARM_WORTH_S:
-            self.helper.give(theirs)
+        """None: `key` is the step's to compute. Otherwise the helper's result for it."""
+        if self.helper is None or not self.helper.keys or self.helper.take(key):
+            return None
+        return self.helper.result(key)
 
 
 def _discard(proc: subprocess.Popen, folder: Path) -> None:
@@ -215,26 +230,26 @@ def say(name: str) -> Callable[[str], None]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Helper entry: compute each key with the worker, appending `{"key", "result"}` lines."""
-    from apsft_dagster.core.progress import Pace
     from apsft_dagster.resources import ExperimentResource
 
-    name, factory, fields, options, keys, results, parent = list(sys.argv[1:] if argv is None else argv)
+    name, factory, fields, options, results, parent = list(sys.argv[1:] if argv is None else argv)
     _die_with_parent(int(parent))
     module, function = factory.split(":")
     work: Callable[[str], dict] = getattr(importlib.import_module(module), function)(
         ExperimentResource(**json.loads(fields)), **json.loads(options))
-    if keys == "-":  # warm: ready, then the keys arrive on stdin (none: the step did not need it)
-        Path(results).with_name("ready").touch()
-        keys = sys.stdin.readline() or "[]"
-    keys, show = json.loads(keys), say(name)
-    pace = Pace(len(keys))
+    Path(results).with_name("ready").touch()
+    keys = json.loads(sys.stdin.readline() or "[]")  # none: the step never opened it
+    claims, show, started, done = Path(results).with_name("claims"), say(name), time.perf_counter(), 0
     with open(results, "a", encoding="utf-8") as out:
-        for i, key in enumerate(keys):
-            out.write(json.dumps({"key": key, "result": work(key)}) + "\n")  # key order kept: the metadata's
+        for index in reversed(range(len(keys))):  # from the back, until the step holds one
+            if not claim(claims, index):
+                break
+            out.write(json.dumps({"key": keys[index], "result": work(keys[index])}) + "\n")
             out.flush()
-            show(f"[{i + 1}/{len(keys)}] {key}: done{pace.step(True)}")
+            done += 1
+            per = (time.perf_counter() - started) / done
+            show(f"[{index + 1}/{len(keys)}] {keys[index]}: done · {60 / per:.1f}/min, {done} so far")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

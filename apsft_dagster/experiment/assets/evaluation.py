@@ -30,10 +30,9 @@ def stage_a_generations(context: dg.AssetExecutionContext, experiment: Experimen
     store = experiment.store()
     tasks, digests = eval_tasks(store.get_parquet(TASK_CATALOG)), {}
     keys = context.partition_keys
-    share = Share("stage_a_generations", generations_worker, experiment, generator).expect(len(keys))
+    share = Share("stage_a_generations", generations_worker, experiment, generator).expect(keys).open()
     for i, policy in enumerate(keys):
-        got = share.result(policy) or share.run(lambda: _generations(experiment, generator, tasks, policy),
-                                                keys[i + 1:])
+        got = share.result(policy) or _generations(experiment, generator, tasks, policy)
         digests[policy], figures = store.verify(eval_generations(policy)), got["figures"]
         context.add_asset_metadata({"sha256": digests[policy], **figures}, partition_key=policy)
         context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {figures['generated']} generated, "

@@ -66,9 +66,9 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
     planned(store, context.partition_keys)
     work, digests = generations_worker(experiment, generator), {}
     keys = context.partition_keys
-    share = Share("stage_b_generations", generations_worker, experiment, generator).expect(len(keys))
+    share = Share("stage_b_generations", generations_worker, experiment, generator).expect(keys).open()
     for i, policy in enumerate(keys):
-        got = share.result(policy) or share.run(lambda: work(policy), keys[i + 1:])
+        got = share.result(policy) or work(policy)
         for kind, name, figures in got["runs"]:
             digests[name] = store.verify(name)
             context.add_asset_metadata({f"{kind}_{k}": v for k, v in {"sha256": digests[name], **figures}.items()},

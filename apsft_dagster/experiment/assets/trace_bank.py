@@ -26,7 +26,7 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
                generator: GenerationResource) -> dg.MaterializeResult:
     """One Parquet shard per train task. Resumable: a verified shard is kept, an inherited one is
     imported byte for byte, only the rest is generated (the model loads once per process; on a CPU
-    with a core to spare, a second process harvests the later half: assets/second_core.py)."""
+    with a core to spare, a second process harvests from the back: assets/second_core.py)."""
     store = experiment.store()
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
     share = Share("trace_bank", harvest_worker, experiment, generator)

@@ -55,8 +55,8 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
     config, store = experiment.config(), experiment.store()
     manifest, manifest_sha, _ = verified_manifest(store, config)
     todo = [p for p in context.partition_keys if not completed(store, adapter_report(p), adapter_dir(p))]
-    # a warm helper loads on the idle core during the warm-up and the first policy
-    share = Share(context.asset_key.to_user_string(), training_worker, experiment, trainer).expect(len(todo))
+    # a warm helper loads on the idle core during the warm-up; it trains nothing before the gate passed
+    share = Share(context.asset_key.to_user_string(), training_worker, experiment, trainer).expect(todo)
     gate = None
     if todo:
         measured = trainer.warmup(parse_policy(todo[0])[0])
@@ -66,12 +66,11 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
         context.log.info(f"budget gate: {gate['device_hours']:.4f} device-hours estimated for {len(matrix)} policies "
                          f"at {gate['tokens_per_s']:,.0f} tokens/s ({gate['throughput_source']}); budget "
                          f"{gate['budget_device_hours']} ({gate['budget_source']})")
+        share.open()
     reports = {}
     for i, policy in enumerate(context.partition_keys):
         if policy in todo:
-            got = share.result(policy) or share.run(
-                lambda: {"report": trainer.train(policy, manifest_sha, log_and_show(context))},
-                todo[todo.index(policy) + 1:])
+            got = share.result(policy) or {"report": trainer.train(policy, manifest_sha, log_and_show(context))}
             report = got["report"]
             timing, action = report.pop("timing"), "trained"
         else:
