@@ -13,6 +13,12 @@ def test_pace_counts_only_items_that_did_work(monkeypatch):
     assert pace.step(worked=True) == " · 2.0/min, about 30 s left"
 
 
+def test_a_step_sharing_with_its_helper_counts_what_nobody_claimed_at_both_paces(monkeypatch):
+    clock = iter([0.0, 30.0])  # one item in 30 s; 5 unclaimed of 10, the step and its helper at work
+    monkeypatch.setattr(common.time, "perf_counter", lambda: next(clock))
+    assert common.Pace(total=10).step(True, left=5, hands=2) == " · 4.0/min, about 75 s left"  # 5 x 15 s
+
+
 def test_long_waits_read_in_minutes(monkeypatch):
     clock = iter([0.0, 600.0])
     monkeypatch.setattr(common.time, "perf_counter", lambda: next(clock))

@@ -109,6 +109,8 @@ def _shared(tmp_path, monkeypatch, keys, **options) -> tuple[second_core.Share, 
     work, by = sleeper(experiment, options["seconds"]), {}
     for key in keys:
         by[key] = (share.result(key) or work(key))["pid"]
+        assert 0 <= share.pace()[0] <= len(keys) - len(by), key  # at most what the step has not reached
+    assert share.pace() == (0, 1)  # every key claimed, the helper gone: nothing left, one hand
     return share, by
 
 

@@ -173,7 +173,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
         digests[task["task_id"]] = digest
         counts[action] += 1
         context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])
-        pace_note = pace.step(action != "kept")
+        pace_note = pace.step(action != "kept", *(share.pace() if share is not None else ()))
         if action == "kept":  # a run of kept shards is one log line, not one each
             kept.append((i, task["task_id"]))
             continue

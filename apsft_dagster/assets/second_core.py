@@ -168,6 +168,15 @@ class Share:
             self.helper.give(self._todo)
         return self
 
+    def pace(self) -> tuple[int, int] | tuple[()]:
+        """(partitions nobody has claimed yet, hands at work on them: 2 while the helper computes),
+        for the step's time left (`core.progress.Pace.step`); () when no helper was opened."""
+        helper = self.helper
+        if helper is None or not helper.keys:
+            return ()
+        working = helper.ready() and helper._results is None and helper._proc.poll() is None
+        return len(helper.keys) - len(helper.claimed), 2 if working else 1
+
     def result(self, key: str) -> dict | None:
         """None: `key` is the step's to compute. Otherwise the helper's result for it."""
         if self.helper is None or not self.helper.keys or self.helper.take(key):

@@ -16,7 +16,9 @@ class Pace:
         self.total, self.unit, self.done, self.worked, self.busy = total, unit, 0, 0, 0.0
         self.last = time.perf_counter()
 
-    def step(self, worked: bool) -> str:
+    def step(self, worked: bool, left: int | None = None, hands: int = 1) -> str:
+        """One item done. `left` items still to do (default: the rest of `total`), by `hands`
+        workers going at this loop's pace (a step and its second-core helper: 2)."""
         now = time.perf_counter()
         self.done += 1
         if worked:
@@ -24,7 +26,7 @@ class Pace:
         self.last = now
         if not self.worked:
             return ""
-        return rate(self.busy / self.worked, self.total - self.done, self.unit)
+        return rate(self.busy / self.worked / hands, self.total - self.done if left is None else left, self.unit)
 
 
 def rate(per_item: float, left: int, unit: str = "") -> str:
