@@ -78,6 +78,17 @@ def test_a_step_that_expects_work_starts_a_warm_helper_and_gives_it_the_keys_onc
     assert never.expect(list("abcdef")).open().helper is None and never.result("f") is None
 
 
+def test_a_bank_starts_its_helper_after_its_first_shard_only_when_the_rest_is_worth_it(recorded):
+    """`expect_after(seconds, rest)`: the rest at the first shard's pace must be worth `WORTH_S` (a
+    helper's load twice over): 12 tasks at 1 s are, 11 are not; 17 at 0.2 s (smoke's scoring) not."""
+    experiment, generator = recorded
+    assert second_core.WORTH_S == 12.0
+    share = lambda: second_core.Share("score_bank", harvest_worker, experiment, generator)  # noqa: E731
+    assert share().expect_after(1.0, [f"t{i}" for i in range(12)]).open().helper.keys == [f"t{i}" for i in range(12)]
+    assert share().expect_after(1.0, [f"t{i}" for i in range(11)]).open().helper is None
+    assert share().expect_after(0.2, [f"t{i}" for i in range(17)]).open().helper is None
+
+
 def test_exactly_one_side_wins_each_claim(tmp_path):
     assert second_core.claim(tmp_path, 3) and not second_core.claim(tmp_path, 3)
     assert second_core.claim(tmp_path, 4) and sorted(p.name for p in tmp_path.iterdir()) == ["3", "4"]

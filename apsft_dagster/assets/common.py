@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from urllib.parse import quote
@@ -149,8 +150,8 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     Dagster 1.13's per-partition record in a single-run backfill; the data version stays run-wide
     (1.13 has no supported per-partition data version in one run). Progress goes to the Dagster
     log and, in a terminal, to a progress bar. `share` (assets/second_core.py) may share the shards
-    still to make with a helper process, which takes them from the back; the loop takes its
-    (action, figures).
+    still to make with a helper process, which takes them from the back, once the first shard made
+    says the rest is worth it; the loop takes its (action, figures).
     """
     from apsft_dagster.core.layout import shard_file
     from apsft_dagster.core.progress import Pace
@@ -159,8 +160,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     digests, counts, pace, kept, say = {}, Counter(), Pace(tasks.height), [], log_and_show(context)
     rows = tasks.sort("task_id").iter_rows(named=True)
     todo = [t for t in tasks.sort("task_id")["task_id"] if not store.exists(shard_file(bank, t))]
-    if share is not None:
-        share.expect(todo).open()
+    first = share is not None  # the helper, if any, starts after the first shard made (`expect_after`)
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
         got = share.result(task["task_id"]) if share is not None else None
@@ -169,7 +169,11 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
         elif store.exists(name):
             digest, action, figures = store.verify(name), "kept", {}
         else:
+            began = time.perf_counter()
             digest, action, figures = make(task, name)
+            if first:
+                share.expect_after(time.perf_counter() - began, todo[todo.index(task["task_id"]) + 1:]).open()
+                first = False
         digests[task["task_id"]] = digest
         counts[action] += 1
         context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])

@@ -37,6 +37,7 @@ from pathlib import Path
 
 from apsft_dagster.core.leftovers import alive
 
+WORTH_S = 12.0  # a helper costs about 6 s of the idle core to load: a bank's must be able to save twice that
 SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process
 STOCK = "apsft_dagster.resources."  # the resources a helper builds for itself
 PREFIX = "apsft-second-core-"  # + the step's process id: a folder whose process is gone is swept
@@ -140,13 +141,14 @@ class Share:
     """A step's loop over its independent partitions and, where a core is spare (`wanted`), one
     helper that takes them from the other end. `expect(todo)` names the partitions the step must
     compute, in its order: with two or more, a helper starts at once, warm, building its worker on
-    the idle core (about 6 s: interpreter, torch, the model). `open()` lets it work (training opens
+    the idle core (about 6 s: interpreter, torch, the model); a bank, whose partitions' cost is
+    unknown up front, calls `expect_after` once its first partition is made. `open()` lets it work (training opens
     once the budget gate has passed; a bank at once): from then on, before each partition the step
     asks `result(key)`: None means the step claimed it and computes it itself; otherwise the
     helper held it and this is its result (the step waits for the helper, which stops at the first
     key the step holds). The two meet where their work balances, within one partition, however
-    long the helper took to load; a helper that never claimed anything (smoke's scoring: the step
-    finished first) is stopped with the step, having cost only the idle core. `resource` is the
+    long the helper took to load; a helper that finds every partition claimed stops, having cost
+    only the idle core. `resource` is the
     step's model-holding resource: the helper builds the project's own, so a step given another (a
     test's scripted engine, a subclass) never shares."""
 
@@ -161,6 +163,12 @@ class Share:
         if self._on and self.helper is None and len(self._todo) >= 2:
             self.helper = Helper(*self._args, self._options)
         return self
+
+    def expect_after(self, seconds: float, rest: Sequence[str]) -> Share:
+        """A bank's way in (its partitions' cost is unknown up front): after its first partition took
+        `seconds`, `expect(rest)` if the rest at that pace is worth `WORTH_S` (smoke's scoring and R1,
+        about 0.2 s a task, are not; its harvest, 4 s, is)."""
+        return self.expect(rest) if seconds * len(rest) >= WORTH_S else self
 
     def open(self) -> Share:
         """The helper may start claiming (from the back) once it is ready."""

@@ -30,7 +30,8 @@ def stage_a_generations(context: dg.AssetExecutionContext, experiment: Experimen
     store = experiment.store()
     tasks, digests = eval_tasks(store.get_parquet(TASK_CATALOG)), {}
     keys = context.partition_keys
-    share = Share("stage_a_generations", generations_worker, experiment, generator).expect(keys).open()
+    todo = [p for p in keys if not store.exists(eval_generations(p))]  # a kept file: the step reuses its rows
+    share = Share("stage_a_generations", generations_worker, experiment, generator).expect(todo).open()
     for i, policy in enumerate(keys):
         got = share.result(policy) or _generations(experiment, generator, tasks, policy)
         digests[policy], figures = store.verify(eval_generations(policy)), got["figures"]

@@ -63,10 +63,12 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
     Runs only when Stage A triggers: its partitions are the policies `stage_b_plan` names (none
     after a run whose Stage A verdict is final)."""
     store = experiment.store()
-    planned(store, context.partition_keys)
+    stage_b = planned(store, context.partition_keys)
     work, digests = generations_worker(experiment, generator), {}
     keys = context.partition_keys
-    share = Share("stage_b_generations", generations_worker, experiment, generator).expect(keys).open()
+    todo = [p for p in keys if not store.exists(generations_name(p))
+            or (p in stage_b["sampled_policies"] and not store.exists(stage_b_samples(p)))]  # kept: the step's
+    share = Share("stage_b_generations", generations_worker, experiment, generator).expect(todo).open()
     for i, policy in enumerate(keys):
         got = share.result(policy) or work(policy)
         for kind, name, figures in got["runs"]:
