@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from apsft_dagster.assets import second_core
+from apsft_dagster.assets import pinning, second_core
 from apsft_dagster.core.config import load_config
 from apsft_dagster.experiment.assets.trace_bank import harvest_worker
 from apsft_dagster.resources import ExperimentResource, GenerationResource
@@ -104,8 +104,9 @@ def sleeper(experiment, seconds: float, fail: str = "") -> Callable[[str], dict]
     return work
 
 
-def _shared(tmp_path, monkeypatch, keys, **options) -> tuple[second_core.Share, dict[str, int]]:
-    """A real helper running `sleeper` beside a step that sleeps as long a key; who computed each key."""
+def _shared(tmp_path, monkeypatch, keys, watch=None, **options) -> tuple[second_core.Share, dict[str, int]]:
+    """A real helper running `sleeper` beside a step that sleeps as long a key; who computed each key.
+    `watch(share)` is called as the step reaches each key."""
     monkeypatch.setattr(second_core, "cores", lambda: 2)
     monkeypatch.delenv(second_core.SWITCH, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
@@ -119,6 +120,8 @@ def _shared(tmp_path, monkeypatch, keys, **options) -> tuple[second_core.Share, 
     share.open()
     work, by = sleeper(experiment, options["seconds"]), {}
     for key in keys:
+        if watch is not None:
+            watch(share)
         by[key] = (share.result(key) or work(key))["pid"]
         assert 0 <= share.pace()[0] <= len(keys) - len(by), key  # at most what the step has not reached
     assert share.pace() == (0, 1)  # every key claimed, the helper gone: nothing left, one hand
@@ -136,6 +139,27 @@ def test_the_step_and_its_helper_meet_where_their_work_balances(tmp_path, monkey
     assert step + helped == keys and step == keys[:len(step)], by
     assert abs(len(step) - len(helped)) <= 2, by
     assert share.helper.exit_code == 0 and share.helper.missed() == []
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="pinning apart needs two cores")
+def test_the_step_and_its_helper_run_pinned_to_two_cores_until_it_is_read(tmp_path, monkeypatch):
+    """While the helper lives, the step is pinned to one core and the helper to another (beside a busy
+    process the kernel may otherwise leave both on one core); once read, the step has its cores back.
+    With `APSFT_PIN=off` nothing is pinned."""
+    allowed, seen = os.sched_getaffinity(0), []
+
+    def watch(share):
+        if share.helper._proc.poll() is None:
+            seen.append((os.sched_getaffinity(0), os.sched_getaffinity(share.helper._proc.pid)))
+
+    _shared(tmp_path, monkeypatch, [f"k{i}" for i in range(6)], watch, seconds=0.3)
+    assert seen and all(len(mine) == 1 and len(its) == 1 and mine != its for mine, its in seen), seen
+    assert os.sched_getaffinity(0) == allowed  # given back once the helper was read
+
+    monkeypatch.setenv(pinning.PIN, "off")
+    seen.clear()
+    _shared(tmp_path, monkeypatch, [f"k{i}" for i in range(4)], watch, seconds=0.3)
+    assert seen and all(mine == allowed and its == allowed for mine, its in seen), seen
 
 
 def test_a_key_the_helper_claimed_and_failed_is_computed_by_the_step(tmp_path, monkeypatch):

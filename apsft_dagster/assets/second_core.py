@@ -18,7 +18,9 @@ process (test_materialize.py says which tests).
 Not used where the device is the bottleneck (`compute.device` other than cpu: one engine per node,
 the `gpu` pool), where the pinned threads already fill the cores (full_cpu: 2 of 2), on vLLM's CPU
 engine (its own thread pool and memory reservation; not tried with two at once), or with
-`APSFT_SECOND_CORE=off`.
+`APSFT_SECOND_CORE=off`. While its helper lives the step is pinned to one core and the helper to
+another (`pin_apart`; `APSFT_PIN=off`: both float), so a busy process beside them cannot leave
+them sharing one core.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from apsft_dagster.assets import pinning
+from apsft_dagster.assets.pinning import pin_apart, unpin
 from apsft_dagster.core.leftovers import alive
 
 WORTH_S = 12.0  # a helper costs about 6 s of the idle core to load: a bank's must be able to save twice that
@@ -44,6 +48,9 @@ PREFIX = "apsft-second-core-"  # + the step's process id: a folder whose process
 
 
 def cores() -> int:
+    """The cores this process may use (those it had before `pin_apart` pinned it beside its helper)."""
+    if (held := pinning.held()) is not None:
+        return len(held)
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
@@ -74,12 +81,13 @@ class Helper:
                f"{factory.__module__}:{factory.__qualname__}", json.dumps(fields), json.dumps(options or {}),
                str(self._dir / "results.jsonl"), str(os.getpid())]
         self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stdin=subprocess.PIPE, text=True)
+        pinned = pin_apart(self._proc.pid)
         self._results: dict[str, dict] | None = None
         self._claimed: list[str] = []
         self._mine: set[str] = set()  # the keys the step claimed
         self.exit_code: int | None = None
         # its folder goes once read; a step that fails before reading it: the helper stops, the folder goes
-        self._discard = weakref.finalize(self, _discard, self._proc, self._dir)
+        self._discard = weakref.finalize(self, _discard, self._proc, self._dir, pinned)
 
     def ready(self) -> bool:
         """The helper has built its worker and waits for its keys (or claims them, once given)."""
@@ -192,10 +200,11 @@ class Share:
         return self.helper.result(key)
 
 
-def _discard(proc: subprocess.Popen, folder: Path) -> None:
+def _discard(proc: subprocess.Popen, folder: Path, pinned: set[int] | None = None) -> None:
     if proc.poll() is None:
         proc.kill()
         proc.wait()
+    unpin(pinned)
     shutil.rmtree(folder, ignore_errors=True)
 
 
