@@ -39,6 +39,7 @@ from pathlib import Path
 
 from apsft_dagster.assets import pinning
 from apsft_dagster.assets.pinning import pin_apart, unpin
+from apsft_dagster.core.engines.memory import freeze_loaded
 from apsft_dagster.core.leftovers import alive
 
 WORTH_S = 12.0  # a helper costs about 6 s of the idle core to load: a bank's must be able to save twice that
@@ -263,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     module, function = factory.split(":")
     work: Callable[[str], dict] = getattr(importlib.import_module(module), function)(
         ExperimentResource(**json.loads(fields)), **json.loads(options))
+    freeze_loaded()  # the interpreter, torch and the model stay: collections walk only a partition's work
     Path(results).with_name("ready").touch()
     keys = json.loads(sys.stdin.readline() or "[]")  # none: the step never opened it
     claims, show, started, done = Path(results).with_name("claims"), say(name), time.perf_counter(), 0

@@ -61,9 +61,11 @@ def run(args: argparse.Namespace) -> int:
     ensure_dagster_home()
     import dagster as dg
 
+    from apsft_dagster.core.engines.memory import freeze_loaded
     from apsft_dagster.definitions import defs
     from apsft_dagster.runner import workspace_origin
 
+    freeze_loaded()  # the imports and definitions stay; the collector walks only what the stages allocate
     gpu = config.compute.device == "cuda"
     outcomes = run_stages(defs, dg.DagsterInstance.get(), stages, partition_keys=keys, verbose=args.verbose,
                           isolate=lambda stage: gpu and stage.engine, origin=workspace_origin(),
