@@ -25,17 +25,21 @@ def _cpu(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def pytest_configure(config):
+    if not os.environ.get("CPU_LOG_DIR"):  # loaded with -p suite_cpu but told nowhere to write
+        raise pytest.UsageError("suite_cpu: set CPU_LOG_DIR to the folder each worker's JSON lines go to")
+    Path(os.environ["CPU_LOG_DIR"]).mkdir(parents=True, exist_ok=True)
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     own, kids, wall = _cpu(resource.RUSAGE_SELF), _cpu(resource.RUSAGE_CHILDREN), time.monotonic()
     yield
-    folder = os.environ.get("CPU_LOG_DIR")
-    if folder:
-        row = {"id": item.nodeid, "self": _cpu(resource.RUSAGE_SELF) - own,
-               "children": _cpu(resource.RUSAGE_CHILDREN) - kids, "wall": time.monotonic() - wall}
-        worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
-        with open(Path(folder) / f"{worker}.jsonl", "a") as fh:
-            fh.write(json.dumps(row) + "\n")
+    row = {"id": item.nodeid, "self": _cpu(resource.RUSAGE_SELF) - own,
+           "children": _cpu(resource.RUSAGE_CHILDREN) - kids, "wall": time.monotonic() - wall}
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+    with open(Path(os.environ["CPU_LOG_DIR"]) / f"{worker}.jsonl", "a") as fh:
+        fh.write(json.dumps(row) + "\n")
 
 
 def report(folder: Path, rows_shown: int = 30) -> str:
