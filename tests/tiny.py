@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
 
 CORPUS = ["<|im_start|>user\nAdd 1 and 2.<|im_end|>\n<|im_start|>assistant\n<think>\n1 + 2 = 3\n</think>\n\n"
@@ -25,12 +28,27 @@ def tiny_model(path, seed: int, layers: int = 1) -> str:
     return str(path)
 
 
+_BUILT: dict[tuple[str, int, int], Path] = {}  # (layout, seed, layers) -> this process's first build
+
+
 def tiny_snapshot(path, layout: str = "qwen3_5", seed: int = 0, layers: int = 4) -> Path:
     """A random tiny snapshot through the embedded build's own layout code: `qwen3_5` is a
     Qwen3_5ForConditionalGeneration (hybrid layers, vision tower, untied head, chat template,
     preprocessor configs) carrying Qwen3.5's real tokenizer (core/qwen35/tokenizer.py) with the
     embedding padded to the real 248,320 rows, so `</think>`, the boundary, stop tokens and record
-    limits run on real ids; `qwen3` a Qwen3ForCausalLM with a tokenizer trained here."""
+    limits run on real ids; `qwen3` a Qwen3ForCausalLM with a tokenizer trained here.
+    A process builds each (layout, seed, layers) once (1.6 s over the real vocabulary) and copies it to
+    every later `path`: the build is deterministic (tests/test_model_cache.py), and a test may edit its copy."""
+    key = (layout, seed, layers)
+    if key not in _BUILT:
+        built = Path(tempfile.mkdtemp(prefix="apsft-tiny-")) / "model"
+        atexit.register(shutil.rmtree, built.parent, True)
+        _BUILT[key] = _build_snapshot(built, layout, seed, layers)
+    shutil.copytree(_BUILT[key], path, dirs_exist_ok=True)
+    return Path(path)
+
+
+def _build_snapshot(path, layout: str, seed: int, layers: int) -> Path:
     from apsft_dagster.core.config import load_config
     from apsft_dagster.core.embedded.layout import build_model, save_snapshot
     from apsft_dagster.core.embedded.tokenizer import train_tokenizer
