@@ -4,7 +4,7 @@
 # lane its models and the lane runs in .venv-vllm (each lane process holds one pinned torch thread,
 # so the three processes share the two cores without stalling each other; docs/timings.md). The
 # lane's output is printed once the suite ends. Any failing step fails the command.
-# The lane runs at nice 3: the suite is the longer path (12 min against 5-7 beside a busy core), so
+# The lane runs at nice 3: the suite is the longer path (10-12 min against 6-9 beside a busy core), so
 # where the cores are short the kernel gives the suite's workers the larger share and the lane its
 # slack (docs/timings.md); on an idle core nice changes nothing.
 set -euo pipefail
