@@ -45,7 +45,8 @@ def padded(engine: TransformersEngine, requests, sampling) -> tuple[list, int]:
     rows = [r.prompt_ids for r in requests for _ in range(r.n)]
     ids = torch.tensor([[pad] * (width - len(p)) + list(p) for p in rows])
     mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in rows])
-    sampler = [] if sampling.temperature == 0 else [SeededSampler([(r.seed, r.n) for r in requests], sampling)]
+    seeds = [(seed, 1) for r in requests for seed in r.sample_seeds()]  # each sample alone, as the engine draws
+    sampler = [] if sampling.temperature == 0 else [SeededSampler(seeds, sampling)]
     stops, limit = engine.stop_token_ids, requests[0].max_tokens
     out = engine.model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=limit, do_sample=False,
                                 eos_token_id=list(stops), pad_token_id=pad,

@@ -64,8 +64,23 @@ def test_closed_rows_leave_the_batch(engine):
     assert sizes[-1] < sizes[0]  # some row did close early, so the batch shrank
 
 
+def test_a_closed_row_draws_nothing_and_each_sample_draws_alone(engine, monkeypatch):
+    """One draw a step per open row, never one for a request's closed rows (over Qwen3.5's 248,320
+    ids a draw is the tail's cost); sample j of a request seeded s is the one-sample request s + j."""
+    import torch
+
+    requests, drawn, multinomial = _requests(), [], torch.multinomial
+    monkeypatch.setattr(torch, "multinomial", lambda probs, *a, **kw: drawn.append(len(probs)) or multinomial(
+        probs, *a, **kw))
+    completions = [c for cs in engine.generate(requests, HARVEST) for c in cs]
+    monkeypatch.undo()
+    assert drawn == [1] * sum(len(c.token_ids) for c in completions)
+    singles = [GenerationRequest(r.prompt_ids, 1, r.max_tokens, seed) for r in requests for seed in r.sample_seeds()]
+    assert [c for [c] in engine.generate(singles, HARVEST)] == completions
+
+
 def test_a_draw_needs_a_temperature():
     from apsft_dagster.core.engines.decode import SeededDraw
 
     with pytest.raises(ValueError, match="greedy"):
-        SeededDraw([(1, 1)], GREEDY)
+        SeededDraw([1], GREEDY)

@@ -46,8 +46,8 @@ def test_batched_draws_equal_one_at_a_time(engine, sampling):
 
 @pytest.mark.slow
 def test_multi_sample_requests_share_batches_and_draw_as_alone(engine):
-    """A request's n samples come from one generator over its n rows, as num_return_sequences
-    does alone; several such requests fill one batch (Stage B's k samples per task)."""
+    """A request's sample j draws alone from the seed `seed + j` (vLLM's rule for a request's
+    children); several such requests fill one batch (Stage B's k samples per task)."""
     sampling = SAMPLINGS[0]
     requests = _requests(3, 7, n=4) + _requests(2, 3, n=1)
     engine_batch, engine.batch_size = engine.batch_size, 10  # 2 requests of 4, then one and the singles

@@ -23,6 +23,12 @@ class GenerationRequest:
     seed: int
     stop_token_ids: tuple[int, ...] | None = None
 
+    def sample_seeds(self) -> list[int]:
+        """Sample `j` is the one-sample request seeded `seed + j`: vLLM's rule for a request's `n`
+        children (`vllm/v1/engine/parallel_sampling.py`), and the Transformers engine's. Each sample
+        then draws alone, whatever its siblings drew or whether they are done."""
+        return [self.seed + j for j in range(self.n)]
+
 
 @dataclass(frozen=True)
 class Completion:

@@ -4,8 +4,8 @@ Hugging Face's `generate` steps every row until the last one closes, so one long
 whole batch of 128 in the forward pass (and, at Qwen3.5's 248,320 ids, in the LM head) for the
 rest of the allowance. This loop runs the same forward passes on the same inputs (left padding,
 positions from the attention mask, `logits_to_keep=1`, the model's own cache), takes each row's
-token as `generate` would, and drops closed rows from the batch and the cache (full attention
-and linear attention alike, `Cache.reorder_cache`). Rows are independent in the forward pass, so
+token as `generate` would for its sample alone, and drops closed rows from the batch and the cache
+(full attention and linear attention alike, `Cache.reorder_cache`). Rows are independent in the forward pass, so
 every token a row draws is the one `generate` draws for it (tests/test_seeded_sampler.py and
 tests/test_decode.py compare them with Hugging Face's own loop).
 """
@@ -21,36 +21,27 @@ from apsft_dagster.core.engines.seeded_sampler import warpers
 
 
 class SeededDraw:
-    """`SeededSampler`'s draw for the rows still in the batch. A request's generator draws over
-    all its `n` rows while any of them is open, as `num_return_sequences` does alone (torch's
-    `multinomial` draws one exponential per id for every row it is given, whatever the row holds):
-    a closed row lends an open row's probabilities, so the open rows draw the same tokens."""
+    """Each row draws from its own generator, seeded with its sample's seed (`GenerationRequest.sample_seeds`:
+    sample j of a request seeded s is the one-sample request seeded s + j, vLLM's rule). A row draws
+    what Hugging Face's `generate` draws for its sample alone (`torch.manual_seed(s + j)`, one return
+    sequence), and a closed row draws nothing: a step costs one draw over the vocabulary per open
+    row, however many samples its request had (with Qwen3.5's 248,320 ids, torch's `multinomial`
+    takes one exponential per id of every row it is given)."""
 
-    def __init__(self, requests: Sequence[tuple[int, int]], sampling: Sampling):
+    def __init__(self, seeds: Sequence[int], sampling: Sampling):
         if sampling.temperature <= 0:
             raise ValueError("SeededDraw samples; greedy decoding needs no sampler")
-        self.requests, self.generators = list(requests), None
+        self.seeds, self.generators = list(seeds), None
         self.warpers = warpers(sampling)
 
     def __call__(self, rows: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
         """`rows`: the open rows' indices in the first batch, ascending; `logits`: theirs, float32."""
         if self.generators is None:  # on the logits' device, as `torch.manual_seed` seeds CPU and CUDA alike
-            self.generators = [torch.Generator(device=logits.device).manual_seed(seed) for seed, _ in self.requests]
+            self.generators = [torch.Generator(device=logits.device).manual_seed(seed) for seed in self.seeds]
         probs = torch.softmax(self.warpers(None, logits), dim=-1)
-        drawn = torch.empty(len(rows), dtype=torch.long, device=logits.device)
-        start = 0
-        for (_, n), generator in zip(self.requests, self.generators):
-            mine = ((rows >= start) & (rows < start + n)).nonzero()[:, 0]  # this request's open rows
-            if len(mine):
-                local = rows[mine] - start
-                if len(mine) == n:
-                    full = probs[mine]
-                else:  # closed rows: any valid distribution
-                    full = probs[mine[:1]].expand(n, -1).clone()
-                    full[local] = probs[mine]
-                drawn[mine] = torch.multinomial(full, num_samples=1, generator=generator)[local, 0]
-            start += n
-        return drawn
+        drawn = [torch.multinomial(probs[i:i + 1], num_samples=1, generator=self.generators[row])[0, 0]
+                 for i, row in enumerate(rows.tolist())]
+        return torch.stack(drawn)
 
 
 def greedy(rows: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:

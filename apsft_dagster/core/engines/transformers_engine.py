@@ -51,8 +51,8 @@ class TransformersEngine:
     def generate(self, requests: Sequence[GenerationRequest], sampling: Sampling) -> list[list[Completion]]:
         """Requests share left-padded batches of up to `batch_size` rows (a request's `n` samples
         are `n` rows, never split; longest prompts first; grouped by stop tokens and length
-        limit). Sampled requests draw each from its own seed (core/engines/seeded_sampler.py),
-        so a request's tokens do not depend on its batch."""
+        limit). A sampled request's sample j draws from its own generator seeded `seed + j`
+        (`GenerationRequest.sample_seeds`, core/engines/decode.py), so no token depends on its batch."""
         groups: dict[tuple, list[int]] = {}  # requests that can share a batch, longest prompts first
         for i in sorted(range(len(requests)), key=lambda i: (-len(requests[i].prompt_ids), i)):
             groups.setdefault((self._stops(requests[i]), requests[i].max_tokens), []).append(i)
@@ -73,23 +73,31 @@ class TransformersEngine:
         from apsft_dagster.core.engines.decode import SeededDraw, decode, greedy
 
         rows = [r.prompt_ids for r in requests for _ in range(r.n)]  # as num_return_sequences expands them
-        draw = greedy if sampling.temperature == 0 else SeededDraw([(r.seed, r.n) for r in requests], sampling)
+        seeds = [seed for r in requests for seed in r.sample_seeds()]
+        draw = greedy if sampling.temperature == 0 else SeededDraw(seeds, sampling)
         new = decode(self.model, rows, self.tokenizer.pad_token_id, stops, max_tokens, draw)
         completions = iter(cut_at_stop(row, stops, max_tokens) for row in new)
         return [[next(completions) for _ in range(r.n)] for r in requests]
 
     def one_at_a_time(self, request: GenerationRequest, sampling: Sampling) -> list[Completion]:
-        """Hugging Face's own sampler on one request alone: what every batched draw must equal
-        (tests/test_seeded_sampler.py) and the baseline of benchmarks/bench_stages.py."""
+        """Hugging Face's own sampler on each sample alone: sample j is `generate` with one return
+        sequence after `torch.manual_seed(seed + j)` (greedy: one `generate` for the request). What
+        every batched draw must equal (tests/test_seeded_sampler.py, tests/test_decode.py) and the
+        baseline of benchmarks/bench_stages.py."""
+        if sampling.temperature == 0:
+            return self._generate_alone(request, sampling, request.seed, request.n)
+        return [c for seed in request.sample_seeds() for c in self._generate_alone(request, sampling, seed, 1)]
+
+    def _generate_alone(self, request: GenerationRequest, sampling: Sampling, seed: int, n: int) -> list[Completion]:
         device = self.model.device
         ids = torch.tensor([request.prompt_ids], device=device)
         knobs = ({"do_sample": False} if sampling.temperature == 0 else
                  {"do_sample": True, "temperature": sampling.temperature, "top_p": sampling.top_p,
                   "top_k": sampling.top_k})
-        torch.manual_seed(request.seed)  # seeds CPU and every CUDA device
+        torch.manual_seed(seed)  # seeds CPU and every CUDA device
         out = self.model.generate(
             input_ids=ids, attention_mask=torch.ones_like(ids), max_new_tokens=request.max_tokens,
-            num_return_sequences=request.n, eos_token_id=list(self._stops(request)),
+            num_return_sequences=n, eos_token_id=list(self._stops(request)),
             pad_token_id=self.tokenizer.pad_token_id, **knobs)
         return [cut_at_stop(row, self._stops(request), request.max_tokens) for row in out[:, ids.shape[1]:].tolist()]
 
