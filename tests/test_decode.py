@@ -79,6 +79,33 @@ def test_a_closed_row_draws_nothing_and_each_sample_draws_alone(engine, monkeypa
     assert [c for [c] in engine.generate(singles, HARVEST)] == completions
 
 
+def test_rows_drawn_on_two_threads_draw_what_generate_draws_alone(engine, monkeypatch):
+    """With threads to spare (full_cpu's 2) the open rows draw in a pool, a share each: every token is
+    still the one its own generator draws (Hugging Face's `generate` on the sample alone)."""
+    import threading
+
+    import torch
+
+    requests, hands, threads = _requests(), [], torch.get_num_threads()
+    from apsft_dagster.core.engines import decode
+
+    draw_init = decode.SeededDraw.__init__
+
+    def recording(self, *a, **kw):
+        draw_init(self, *a, **kw)
+        warpers = self.warpers
+        self.warpers = lambda ids, scores: hands.append(threading.current_thread().name) or warpers(ids, scores)
+    monkeypatch.setattr(decode.SeededDraw, "__init__", recording)
+    torch.set_num_threads(2)
+    try:
+        pooled = engine.generate(requests, HARVEST)
+    finally:
+        torch.set_num_threads(threads)
+    monkeypatch.undo()
+    assert pooled == [engine.one_at_a_time(r, HARVEST) for r in requests]
+    assert len({name for name in hands if name.startswith("apsft-draw")}) == 2  # both hands drew
+
+
 def test_a_draw_needs_a_temperature():
     from apsft_dagster.core.engines.decode import SeededDraw
 
