@@ -106,6 +106,22 @@ def test_rows_drawn_on_two_threads_draw_what_generate_draws_alone(engine, monkey
     assert len({name for name in hands if name.startswith("apsft-draw")}) == 2  # both hands drew
 
 
+def test_a_long_batch_pulses_its_steps_and_open_rows_through_a_listening_stage(engine, monkeypatch):
+    """Within `pulsing`, a decoding batch says each step's open rows (each half minute; here, with
+    `every` 0, each step): a stage whose one item is one long batch still shows progress in a log."""
+    from apsft_dagster.core import progress
+
+    requests = _requests()
+    monkeypatch.setattr(progress.Pulse, "every", 0.0)
+    lines: list[str] = []
+    with progress.pulsing(lines.append):
+        lengths = [len(c.token_ids) for cs in engine.generate(requests, HARVEST) for c in cs]
+    # one batch of every row; a row draws at step k while it has k tokens or more
+    assert lines == [f"decoding {len(lengths)} rows: step {k}/{MAX_NEW}, {sum(n >= k for n in lengths)} open"
+                     for k in range(1, max(lengths) + 1)]
+    assert len(set(lines)) > 1 and min(lengths) < max(lengths)  # rows closed at different steps
+
+
 def test_a_draw_needs_a_temperature():
     from apsft_dagster.core.engines.decode import SeededDraw
 

@@ -91,3 +91,26 @@ def test_counted_lines_carry_the_rate_and_time_left(monkeypatch):
     now[0] = 40.0
     progress(2, 4)  # 20 s an item now, 2 left; a new tenth, so shown
     assert lines == ["[1/4] stage_a base · 2.0/min, about 2 min left", "[2/4] stage_a base · 3.0/min, about 40 s left"]
+
+
+def test_a_pulse_waits_its_half_minute_and_goes_only_where_a_stage_listens(monkeypatch):
+    """A decoding batch's pulse (core/progress.Pulse): none before the batch has run `every` seconds,
+    then at most one each `every`; only inside `pulsing`, whose end restores the listener before it."""
+    clock = [100.0]
+    monkeypatch.setattr(common.time, "perf_counter", lambda: clock[0])
+    pulse, outer, inner = common.Pulse(18, 12_288), [], []
+
+    def at(seconds: float, step: int, open_rows: int) -> None:
+        clock[0] = 100.0 + seconds
+        pulse(step, open_rows)
+    with common.pulsing(outer.append):
+        at(1.0, 1, 18)
+        at(29.9, 300, 18)  # not yet half a minute
+        at(30.0, 301, 5)
+        with common.pulsing(inner.append):
+            at(45.0, 450, 5)  # 15 s after the last line
+            at(61.0, 2_048, 1)
+        at(95.0, 4_096, 1)
+    at(200.0, 9_000, 1)  # no stage listening: nowhere to go
+    assert outer == ["decoding 18 rows: step 301/12,288, 5 open", "decoding 18 rows: step 4,096/12,288, 1 open"]
+    assert inner == ["decoding 18 rows: step 2,048/12,288, 1 open"]

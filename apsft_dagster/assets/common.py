@@ -154,7 +154,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     says the rest is worth it; the loop takes its (action, figures).
     """
     from apsft_dagster.core.layout import shard_file
-    from apsft_dagster.core.progress import Pace
+    from apsft_dagster.core.progress import Pace, pulsing
     from apsft_dagster.core.store import json_bytes, sha256_bytes
 
     digests, counts, pace, kept, say = {}, Counter(), Pace(tasks.height), [], log_and_show(context)
@@ -170,7 +170,8 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
             digest, action, figures = store.verify(name), "kept", {}
         else:
             began = time.perf_counter()
-            digest, action, figures = make(task, name)
+            with pulsing(lambda line: say(f"{task['task_id']}: {line}")):  # a long task's batch, each half minute
+                digest, action, figures = make(task, name)
             if first:
                 share.expect_after(time.perf_counter() - began, todo[todo.index(task["task_id"]) + 1:]).open()
                 first = False

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 
 class Pace:
@@ -106,3 +107,35 @@ def shown(prefix: str) -> Callable[[str], None]:
         if terminal or throttle.due(line):
             print(f"  {prefix}: {line}", file=sys.stderr, flush=True)
     return show
+
+
+_pulse: Callable[[str], None] | None = None  # where a decoding batch's pulse goes; set by `pulsing`
+
+
+@contextmanager
+def pulsing(say: Callable[[str], None]) -> Iterator[None]:
+    """Within it, a decoding batch's pulse (`Pulse`) goes to `say`: a stage whose one item is one
+    long batch (a task of the registered 12,288-token allowance, a policy's evaluation) still shows
+    progress through a log, not only between items."""
+    global _pulse
+    before, _pulse = _pulse, say
+    try:
+        yield
+    finally:
+        _pulse = before
+
+
+class Pulse:
+    """`decoding 18 rows: step 2,048/12,288, 1 open`, to the `pulsing` stage's `say`, at most once
+    each `every` seconds and only from a batch that has run that long (nowhere outside `pulsing`)."""
+
+    every = 30.0
+
+    def __init__(self, rows: int, max_tokens: int):
+        self.rows, self.max_tokens, self.last = rows, max_tokens, time.perf_counter()
+
+    def __call__(self, step: int, open_rows: int) -> None:
+        now = time.perf_counter()
+        if _pulse is not None and now - self.last >= self.every:
+            self.last = now
+            _pulse(f"decoding {self.rows} rows: step {step:,}/{self.max_tokens:,}, {open_rows} open")

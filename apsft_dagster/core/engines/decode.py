@@ -69,9 +69,10 @@ def greedy(rows: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def decode(model, prompts: Sequence[Sequence[int]], pad: int, stops: Sequence[int], max_tokens: int,
-           draw=greedy) -> list[list[int]]:
+           draw=greedy, beat=None) -> list[list[int]]:
     """New tokens per prompt (through the first stop token, or `max_tokens` of them), decoded as
-    one left-padded batch whose closed rows leave it. `draw(rows, logits)` picks the open rows' tokens."""
+    one left-padded batch whose closed rows leave it. `draw(rows, logits)` picks the open rows' tokens;
+    `beat(step, rows)`, if given, hears each step (from 1) and how many rows drew in it."""
     from transformers import DynamicCache
 
     device, width = model.device, max(len(p) for p in prompts)
@@ -90,6 +91,8 @@ def decode(model, prompts: Sequence[Sequence[int]], pad: int, stops: Sequence[in
                            f"of {width} positions): this transformers' forward takes it under another name")
     for step in range(max_tokens):
         tokens = draw(rows, logits[:, -1].to(copy=True, dtype=torch.float32))
+        if beat is not None:
+            beat(step + 1, len(rows))
         for row, token in zip(rows.tolist(), tokens.tolist()):
             out[row].append(token)
         open_ = ~torch.isin(tokens, stop_ids)

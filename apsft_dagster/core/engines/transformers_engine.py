@@ -1,10 +1,10 @@
 """Transformers generation: batched decoding whose closed rows leave the batch (core/engines/decode.py),
 every request drawn from its own seed.
 
-A request of `n` samples runs as one batch from one seeded sampler state (like vLLM's
-`SamplingParams(n, seed)`); single-sample requests (continuations, R1 rollouts, evaluation and
-Stage B draws) share batches, each row sampling from its own generator. Either way a task's bank
-depends on its own seeds only, never on what else ran in the batch or the process.
+Requests share batches (a request's `n` samples are `n` rows, never split), and every row samples
+from its own generator: sample j of a request seeded s draws what the one-sample request seeded
+s + j draws (`GenerationRequest.sample_seeds`, vLLM's rule for a request's children). So a task's
+bank depends on its own seeds only, never on what else ran in the batch or the process.
 """
 
 from __future__ import annotations
@@ -71,11 +71,13 @@ class TransformersEngine:
     def _batch(self, requests: Sequence[GenerationRequest], stops: tuple[int, ...], max_tokens: int,
                sampling: Sampling) -> list[Completion]:
         from apsft_dagster.core.engines.decode import SeededDraw, decode, greedy
+        from apsft_dagster.core.progress import Pulse
 
         rows = [r.prompt_ids for r in requests for _ in range(r.n)]  # as num_return_sequences expands them
         seeds = [seed for r in requests for seed in r.sample_seeds()]
         draw = greedy if sampling.temperature == 0 else SeededDraw(seeds, sampling)
-        new = decode(self.model, rows, self.tokenizer.pad_token_id, stops, max_tokens, draw)
+        new = decode(self.model, rows, self.tokenizer.pad_token_id, stops, max_tokens, draw,
+                     Pulse(len(rows), max_tokens))  # a line each half minute in a `pulsing` stage
         completions = iter(cut_at_stop(row, stops, max_tokens) for row in new)
         return [[next(completions) for _ in range(r.n)] for r in requests]
 

@@ -15,7 +15,7 @@ from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.evaluation.generations import generate_policy
 from apsft_dagster.core.layout import BASE_MODEL_REPORT, merged_dir, merged_report, probe_report
 from apsft_dagster.core.policies import BASE
-from apsft_dagster.core.progress import counted
+from apsft_dagster.core.progress import counted, pulsing
 
 
 def model_of(store, config, policy: str) -> tuple[str, str]:
@@ -49,6 +49,8 @@ def generate_into(store, name: str, sources: list[str], engine, tasks: pl.DataFr
         if bar.disable:
             logged(done, total)
 
-    frame, figures = generate_policy(engine, tasks, fingerprint, model_dir, allowance, previous, progress, **sampling)
+    with pulsing(lambda line: tqdm.write(f"  {desc}: {line}", file=sys.stderr)):  # within a batch, each half minute
+        frame, figures = generate_policy(engine, tasks, fingerprint, model_dir, allowance, previous, progress,
+                                         **sampling)
     bar.close()
     return store.put_parquet(name, frame), figures
