@@ -11,11 +11,14 @@
 #         laptop     `bash scripts/setup.sh && .venv/bin/apsft run --profile laptop` (output to run.log)
 #         rehearsal  the same with `--profile laptop_rehearsal` (issue 37: Stage A and B from an empty store)
 #         ci         `.ci/run` (README command 2)
+#         full_cpu   the slow lane of issue 35: `bash scripts/setup.sh`, the real-vocabulary snapshot
+#                    (`python scripts/qwen35_snapshot.py`, timed as snapshot_s) and `apsft run --profile
+#                    full_cpu`, the dry run of `full` at the registered token limits (over an hour here)
 #   DIR   where the clone goes (default /tmp/apsft-fresh); DIR/NAME/summary.txt holds the figures,
 #         DIR/NAME/*.log the output, DIR/NAME/repo the clone and its store (compare two runs'
 #         receipts with benchmarks/compare_stores.py).
 set -euo pipefail
-what=${1:?usage: fresh_clone.sh command1|cache-off|laptop|rehearsal|ci [busy] [DIR]}
+what=${1:?usage: fresh_clone.sh command1|cache-off|laptop|rehearsal|ci|full_cpu [busy] [DIR]}
 busy=${2:-}
 [ "$busy" = busy ] || [ -z "$busy" ] || { echo "fresh_clone: the second argument is 'busy' or nothing"; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,7 +37,7 @@ if [ -n "$busy" ]; then
   trap 'kill "$ypid" 2>/dev/null || true' EXIT
 fi
 start=$(date +%s.%N)
-setup_s=
+setup_s= snapshot_s=
 case $what in
   ci) rc=0; .ci/run > "$root/ci.log" 2>&1 || rc=$? ;;
   command1|cache-off|laptop|rehearsal)
@@ -46,13 +49,21 @@ case $what in
     [ "$what" = cache-off ] && export APSFT_MODEL_CACHE=off
     rc=0
     .venv/bin/apsft "${args[@]}" > "$root/run.log" 2> "$root/run.err" || rc=$? ;;
+  full_cpu)
+    bash scripts/setup.sh > "$root/setup.log" 2>&1
+    setup_s=$(echo "$(date +%s.%N) - $start" | bc)
+    unset APSFT_MODEL_CACHE
+    rc=0
+    .venv/bin/python scripts/qwen35_snapshot.py > "$root/snapshot.log" 2>&1 || rc=$?
+    snapshot_s=$(echo "$(date +%s.%N) - $start - $setup_s" | bc)
+    [ "$rc" = 0 ] && { .venv/bin/apsft run --profile full_cpu > "$root/run.log" 2> "$root/run.err" || rc=$?; } ;;
   *) echo "fresh_clone: unknown WHAT '$what'"; exit 2 ;;
 esac
 total=$(echo "$(date +%s.%N) - $start" | bc)
 if [ -n "$ypid" ]; then kill "$ypid"; trap - EXIT; fi
 after=$(calibrate)
 {
-  echo "$name at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores: rc=$rc, total ${total} s${setup_s:+ (setup ${setup_s} s)}"
+  echo "$name at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores: rc=$rc, total ${total} s${setup_s:+ (setup ${setup_s} s)}${snapshot_s:+ (snapshot ${snapshot_s} s)}"
   echo "  before: $before"
   echo "  after:  $after"
 } | tee "$root/summary.txt"
