@@ -153,7 +153,7 @@ def test_the_sibling_sections_are_optional_and_outside_the_digest(tmp_path, caps
     ("harvest.sampling", "temperature", -2.0, "greater than or equal to 0"),
     ("harvest.sampling", "top_p", 1.7, "less than or equal to 1"),
     ("harvest.sampling", "top_k", -4, "greater than or equal to 0"),
-    ("stage_b", "min_gain", -0.5, "greater than or equal to 0"),
+    ("stage_b", "min_gain", -1.5, "greater than or equal to -1"),
     ("harvest", "topup_batches", -1, "greater than or equal to 0"),
     ("training", "learning_rate", -0.001, "greater than 0"),
     ("training", "epochs", 0, "greater than or equal to 1"),

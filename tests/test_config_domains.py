@@ -39,6 +39,7 @@ LINKED = {
     "model.architecture": r"model\.architecture: required|embedded\.linear_attention and embedded\.vision: required",
     "compute.dtype": r"CPU runs in float32",
     "compute.quantization": r"nf4 needs compute\.device cuda",
+    "stage_b.min_gain": r"stage_b\.min_gain: .* is below 0 .*only a declared rehearsal",
     "rehearsal": r"rehearsal: .*(no file|itself a rehearsal|no trigger threshold differs|may change only)",
 }
 

@@ -83,6 +83,19 @@ def test_a_lower_bound_threshold_lies_between_minus_one_and_one(tmp_path):
     assert load_config(path=_profile(tmp_path, {"stage_b": {"min_lower_bound": -1.0}})).stage_b.min_lower_bound == -1
 
 
+def test_only_a_rehearsal_may_ask_for_a_gain_below_zero(tmp_path):
+    """A negative `min_gain` would pass a treatment that trails its baseline: a registered profile is
+    refused by file and field, a declared rehearsal accepts it (down to -1, a difference of shares)."""
+    registered = tmp_path / "own.yaml"
+    registered.write_text(yaml.safe_dump({"extends": str(SMOKE), "profile": "own", "stage_b": {"min_gain": -0.01}}))
+    with pytest.raises(ConfigError, match=r"stage_b\.min_gain: -0\.01 is below 0.*only a declared rehearsal") as err:
+        load_config(path=registered)
+    assert str(registered) in str(err.value)
+    assert load_config(path=_profile(tmp_path, {"stage_b": {"min_gain": -1.0}})).stage_b.min_gain == -1
+    with pytest.raises(ConfigError, match="stage_b.min_gain"):
+        load_config(path=_profile(tmp_path, {"stage_b": {"min_gain": -1.5}}))
+
+
 def test_validate_declares_the_rehearsal_in_the_words_run_prints(capsys):
     from apsft_dagster.cli import main
 
@@ -90,7 +103,7 @@ def test_validate_declares_the_rehearsal_in_the_words_run_prints(capsys):
     line = capsys.readouterr().out.splitlines()[1]
     sealed = load_config("laptop").digest[:12]
     assert line == (f"  a {LABEL} of laptop: Stage A is laptop's (sealed as config {sealed}); "
-                    "changed: stage_b.min_gain 0 (registered 0.03), stage_b.min_lower_bound -1 (registered 0)")
+                    "changed: stage_b.min_gain -1 (registered 0.03), stage_b.min_lower_bound -1 (registered 0)")
 
 
 def _files(root):

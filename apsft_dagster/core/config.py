@@ -1,9 +1,8 @@
 """The one typed config: YAML profiles (`smoke`, `full`), validated on load, with a canonical digest.
 
 Every number of the protocol (docs/PROTOCOL.md) lives here once (the sections' models:
-`config_sections.py`; the sibling systems' optional sections: `loss_mask/settings.py`,
-`run_report/settings.py`). Profiles are chosen by name
-(`APSFT_PROFILE`, default `smoke`) or by path (`APSFT_CONFIG`). `model.path` stays as written:
+`config_sections.py`; the sibling systems' optional sections: `loss_mask/settings.py`, `run_report/settings.py`).
+Profiles are chosen by name (`APSFT_PROFILE`, default `smoke`) or path (`APSFT_CONFIG`). `model.path` stays as written:
 the digest binds the configured model identity, never a machine's absolute path, and
 `APSFT_MODEL_DIR` relocates a local snapshot without changing the digest (`paths.local_model_dir`).
 """
@@ -89,8 +88,7 @@ class Config(Strict):
     run_report: RunReport | None = None
     # the plan's throughput envelopes: optional (only `apsft plan` reads them), never in the digest
     plan: Plan | None = None
-    # a declared rehearsal: the registered profile whose Stage A this one re-reads with changed
-    # trigger thresholds (core/rehearsal.py); bound by load_config
+    # a declared rehearsal: the registered profile it re-reads with changed thresholds (core/rehearsal.py)
     rehearsal: str | None = None
     _registered: Any = PrivateAttr(default=None)
 
@@ -120,10 +118,12 @@ class Config(Strict):
                              "reference)")
         if self.compute.quantization != "none" and self.compute.device != "cuda":
             raise ValueError("compute.quantization: nf4 needs compute.device cuda (bitsandbytes kernels)")
-        envelope = self.training.throughput_tokens_per_s
-        if envelope.low > envelope.high:
+        if (envelope := self.training.throughput_tokens_per_s).low > envelope.high:
             raise ValueError(f"training.throughput_tokens_per_s: low ({envelope.low}) must not exceed high "
                              f"({envelope.high})")
+        if self.stage_b.min_gain < 0 and self.rehearsal is None:
+            raise ValueError(f"stage_b.min_gain: {self.stage_b.min_gain} is below 0 (a treatment that trails its "
+                             "baseline would pass); only a declared rehearsal (`rehearsal: <profile>`) may")
         return self
 
     def _check_vllm(self) -> None:

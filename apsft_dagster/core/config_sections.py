@@ -249,7 +249,7 @@ class Evaluation(Strict):
 
 
 class StageB(Strict):
-    min_gain: NonNegFloat
+    min_gain: Annotated[float, Field(ge=-1, le=1)]  # a difference of two shares; below 0 only in a rehearsal
     min_lower_bound: Annotated[float, Field(ge=-1, lt=1)]  # a lower bound of a difference of two shares
     max_parse_rate_loss: Share
     max_family_macro_loss: Share
