@@ -17,6 +17,8 @@
 #   DIR   where the clone goes (default /tmp/apsft-fresh); DIR/NAME/summary.txt holds the figures,
 #         DIR/NAME/*.log the output, DIR/NAME/repo the clone and its store (compare two runs'
 #         receipts with benchmarks/compare_stores.py).
+# A run's stderr (its progress) arrives through a pipe, as in `apsft run ... | tee`, each line
+# stamped with the seconds since the run began (run.err); the summary gives the longest silence.
 set -euo pipefail
 what=${1:?usage: fresh_clone.sh command1|cache-off|laptop|rehearsal|ci|full_cpu [busy] [DIR]}
 busy=${2:-}
@@ -26,6 +28,9 @@ name=$what${busy:+-busy}
 root=${3:-/tmp/apsft-fresh}/$name
 rm -rf "$root" && mkdir -p "$root"
 git clone -q "$here" "$root/repo"
+stamp() { python3 -u -c 'import sys, time
+t0 = time.monotonic()
+for line in sys.stdin: sys.stdout.write(f"{time.monotonic() - t0:8.1f} {line}")'; }
 calibrate() { "$here/.venv/bin/python" "$here/benchmarks/bench_calibrate.py" 2>/dev/null | tail -1; }
 before=$(calibrate)
 cd "$root/repo"
@@ -37,7 +42,7 @@ if [ -n "$busy" ]; then
   trap 'kill "$ypid" 2>/dev/null || true' EXIT
 fi
 start=$(date +%s.%N)
-setup_s= snapshot_s=
+setup_s= snapshot_s= silence=
 case $what in
   ci) rc=0; .ci/run > "$root/ci.log" 2>&1 || rc=$? ;;
   command1|cache-off|laptop|rehearsal|full_cpu)
@@ -52,7 +57,12 @@ case $what in
       .venv/bin/python scripts/qwen35_snapshot.py > "$root/snapshot.log" 2>&1 || rc=$?
       snapshot_s=$(echo "$(date +%s.%N) - $start - $setup_s" | bc)
     fi
-    if [ "$rc" = 0 ]; then .venv/bin/apsft "${args[@]}" > "$root/run.log" 2> "$root/run.err" || rc=$?; fi ;;
+    if [ "$rc" = 0 ]; then
+      .venv/bin/apsft "${args[@]}" > "$root/run.log" 2> >(stamp > "$root/run.err") || rc=$?
+      wait $!  # the stamper's last line
+      silence=$(awk '{ if ($1 - last > gap) gap = $1 - last; last = $1 }
+        END { printf "%d stderr lines, the longest silence %.1f s", NR, gap }' "$root/run.err")
+    fi ;;
   *) echo "fresh_clone: unknown WHAT '$what'"; exit 2 ;;
 esac
 total=$(echo "$(date +%s.%N) - $start" | bc)
@@ -62,5 +72,6 @@ after=$(calibrate)
   echo "$name at $(git rev-parse --short HEAD), $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores: rc=$rc, total ${total} s${setup_s:+ (setup ${setup_s} s)}${snapshot_s:+ (snapshot ${snapshot_s} s)}"
   echo "  before: $before"
   echo "  after:  $after"
+  [ -z "$silence" ] || echo "  progress: $silence"
 } | tee "$root/summary.txt"
 exit "$rc"
