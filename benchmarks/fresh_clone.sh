@@ -58,8 +58,7 @@ case $what in
       snapshot_s=$(echo "$(date +%s.%N) - $start - $setup_s" | bc)
     fi
     if [ "$rc" = 0 ]; then
-      .venv/bin/apsft "${args[@]}" > "$root/run.log" 2> >(stamp > "$root/run.err") || rc=$?
-      wait $!  # the stamper's last line
+      { .venv/bin/apsft "${args[@]}" 2>&1 1>&3 3>&- | stamp > "$root/run.err"; } 3> "$root/run.log" || rc=$?
       silence=$(awk '{ if ($1 - last > gap) gap = $1 - last; last = $1 }
         END { printf "%d stderr lines, the longest silence %.1f s", NR, gap }' "$root/run.err")
     fi ;;
