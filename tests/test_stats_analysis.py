@@ -1,5 +1,8 @@
 """The paired task bootstrap against scipy, and every Stage A outcome from constructed tables."""
 
+import itertools
+import random
+
 import numpy as np
 import polars as pl
 import pytest
@@ -103,6 +106,22 @@ def test_parse_rate_and_family_macro_losses_stop_the_trigger():
     baseline = (17 / 34 + 17 / 33 + 16 / 33 + 0.5 + 0.5) / 5
     treatment = (20 / 34 + 20 / 33 + 20 / 33 + 0.1 + 0.1) / 5
     assert c["family_macro_loss"] == pytest.approx(baseline - treatment)
+
+
+def test_the_family_macro_is_the_same_float_whatever_order_the_rows_come_in():
+    """(0.05 + 0.1) + 0.15 and (0.1 + 0.15) + 0.05 differ in the last bit: polars groups in no fixed
+    order (two laptop runs' Stage A decisions differed there), so the families are summed in name order."""
+    from apsft_dagster.core.analysis import family_macro
+
+    hits = {"a": 1, "b": 2, "c": 3}  # of 20 tasks each: accuracies 0.05, 0.1, 0.15
+    assert (0.05 + 0.1) + 0.15 != (0.1 + 0.15) + 0.05
+    got = set()
+    for order in itertools.permutations(hits):
+        rows = [{"family": f, "correct": i < hits[f]} for f in order for i in range(20)]
+        for shuffle in range(3):
+            random.Random(shuffle).shuffle(rows)
+            got.add(family_macro(pl.DataFrame(rows)))
+    assert got == {((0.05 + 0.1) + 0.15) / 3}
 
 
 def test_a_noisy_gain_fails_on_the_lower_bound():
