@@ -12,6 +12,10 @@ with python3 before any venv exists.
   entries LOCK [--except] NAME...
                         the lock's entries (pin and hash lines) of those packages, or of all others:
                         the steps of the install (pip first, causal-conv1d last)
+  admits LOCK           exit 1, naming each, where one of pyproject.toml's requirements refuses the lock's
+                        version (what `pip check` would find after the install)
+  nvcc LOCK             `HOME (CUDA X.Y)`, the toolkit a CUDA build would use, exit 0, where its nvcc's
+                        major is the lock's torch's; else why not, exit 1 (causal-conv1d's build step)
   installed LOCK [--except NAME...]
                         run by a venv's python: exit 1, naming each, where an installed version is
                         not the lock's (the check that ends `bash scripts/setup.sh gpu`)
@@ -22,7 +26,6 @@ from __future__ import annotations
 import importlib.metadata
 import re
 import sys
-import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,10 +48,26 @@ def requirement_lines(path: Path) -> list[str]:
     return [line for line in lines if line and not line.startswith("#")]
 
 
+def project_dependencies(text: str) -> list[str]:
+    """pyproject.toml's [project] dependencies. tomllib where Python has it (3.11+); else (the system
+    python3 of Ubuntu 22.04 is 3.10, of Debian 11 3.9) the one array read by hand: its strings, in order."""
+    try:
+        import tomllib
+    except ImportError:
+        section = re.search(r"^\[project\]$(.*?)(?=^\[)", text + "\n[", flags=re.MULTILINE | re.DOTALL)
+        array = re.search(r"^dependencies\s*=\s*\[(.*?)^\]", section.group(1) if section else "",
+                          flags=re.MULTILINE | re.DOTALL)
+        if array is None:
+            sys.exit("gpu_lock: pyproject.toml has no [project] dependencies array")
+        return [line.split("#")[0].strip().rstrip(",").strip('"') for line in array.group(1).splitlines()
+                if line.split("#")[0].strip()]
+    return tomllib.loads(text)["project"]["dependencies"]
+
+
 def apsft_deps(gpu_in: Path = GPU_IN, pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
     """apsft's runtime requirements with their pins, less those that yield to vLLM; none also in gpu.in."""
     ours = requirement_lines(gpu_in)
-    deps = [dep for dep in tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    deps = [dep for dep in project_dependencies(pyproject.read_text())
             if canonical(NAME.match(dep).group(1)) not in YIELDS_TO_VLLM]
     twice = {canonical(NAME.match(line).group(1)) for line in ours} & {canonical(NAME.match(d).group(1)) for d in deps}
     if twice:
@@ -116,6 +135,81 @@ def entries(lock: Path, names: list[str], others: bool = False) -> list[str]:
     return out
 
 
+def release(version: str) -> tuple[int, ...]:
+    """A plain release's numbers ("5.19.0" -> (5, 19, 0)); what apsft's requirements pin is never more."""
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0]))
+
+
+SPECIFIER = re.compile(r"(==|!=|>=|<=|>|<)\s*([\w.+*]+)")
+COMPARE = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, ">=": lambda a, b: a >= b,
+           "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, "<": lambda a, b: a < b}
+
+
+def not_admitted(lock: Path, pyproject: Path = ROOT / "pyproject.toml") -> list[str]:
+    """Each apsft requirement the lock's version does not satisfy: what `pip check` would refuse once apsft
+    is installed beside the lock, found before anything is installed."""
+    pins, wrong = read_pins(lock), []
+    for dep in project_dependencies(pyproject.read_text()):
+        name = canonical(NAME.match(dep).group(1))
+        if name not in pins:
+            wrong.append(f"{name}: apsft requires {dep}, the lock has no {name}")
+            continue
+        locked = release(pins[name][0])
+        for op, version in SPECIFIER.findall(dep[len(NAME.match(dep).group(1)):]):
+            if not COMPARE[op](locked, release(version)):
+                wrong.append(f"{name}: apsft requires {dep} (pyproject.toml), the lock has {pins[name][0]}")
+                break
+    return wrong
+
+
+def lock_cuda_major(lock: Path) -> int:
+    """The CUDA major the lock's torch is built for: its `cuda-toolkit` pin (torch 2.13.0 requires 13.0.3)."""
+    pins = read_pins(lock)
+    if "cuda-toolkit" not in pins:
+        sys.exit(f"gpu_lock: {lock} has no cuda-toolkit pin to read the CUDA major from")
+    return release(pins["cuda-toolkit"][0])[0]
+
+
+def cuda_home() -> tuple[str | None, str]:
+    """(the CUDA toolkit a build would compile with, how it was found): $CUDA_HOME (or $CUDA_PATH), else
+    /usr/local/cuda, else the folder above PATH's nvcc. torch's own guess takes PATH's nvcc before
+    /usr/local/cuda, and a /usr/local/bin/nvcc wrapper script made it guess /usr/local."""
+    import os
+    import shutil
+
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home:
+        return home, "$CUDA_HOME"
+    if os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
+        return "/usr/local/cuda", "/usr/local/cuda"
+    nvcc = shutil.which("nvcc")
+    return (os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "PATH's nvcc") if nvcc else (None, "")
+
+
+def usable_nvcc(lock: Path) -> tuple[bool, str]:
+    """(usable, what): `HOME (CUDA X.Y)` of the toolkit a CUDA extension build would use, usable when its
+    nvcc's major is the lock's torch's; else why not."""
+    import os
+    import subprocess
+
+    home, how = cuda_home()
+    major = lock_cuda_major(lock)
+    nvcc = os.path.join(home, "bin", "nvcc") if home else None
+    if not nvcc or not os.access(nvcc, os.X_OK):
+        return False, f"no nvcc ({how + ' has no bin/nvcc' if home else 'none on PATH, CUDA_HOME unset'}); " \
+                      f"causal-conv1d compiles with a CUDA {major} nvcc"
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, f"{nvcc} --version failed ({exc})"
+    found = re.search(r"release (\d+)\.(\d+)", out)
+    if not found:
+        return False, f"{nvcc} --version names no CUDA release"
+    if int(found.group(1)) != major:
+        return False, f"{nvcc} is CUDA {found.group(1)}.{found.group(2)}, the lock's torch is CUDA {major}"
+    return True, f"{home} (CUDA {found.group(1)}.{found.group(2)})"
+
+
 def not_installed_as_locked(lock: Path, skipped: list[str]) -> list[str]:
     wrong = []
     for name, (version, _) in read_pins(lock).items():
@@ -147,6 +241,15 @@ def main(argv: list[str]) -> int:
     elif command == "entries":
         others = "--except" in args
         print("\n".join(entries(Path(args[0]), [a for a in args[1:] if a != "--except"], others)))
+    elif command == "admits":
+        wrong = not_admitted(Path(args[0]))
+        print("\n".join(wrong) or f"gpu_lock: pyproject.toml's requirements admit every pin of {args[0]}",
+              file=sys.stderr)
+        return 1 if wrong else 0
+    elif command == "nvcc":
+        usable, what = usable_nvcc(Path(args[0]))
+        print(what)
+        return 0 if usable else 1
     elif command == "installed":
         wrong = not_installed_as_locked(Path(args[0]), [a for a in args[1:] if a != "--except"])
         print("\n".join(wrong) or f"gpu_lock: every pin of {args[0]} is installed at its version", file=sys.stderr)

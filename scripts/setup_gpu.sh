@@ -45,6 +45,8 @@ dry_run() {
   python3 scripts/gpu_lock.py compare "$GPU_LOCK" "$tmp/fresh.txt" lock "fresh resolution" \
     || fail "$GPU_LOCK differs from a fresh resolution of its input (each pin above: the lock's, the fresh" \
             "one): run bash scripts/lock_gpu.sh and commit the lock, or undo the change to its input"
+  python3 scripts/gpu_lock.py admits "$GPU_LOCK" \
+    || fail "pyproject.toml's requirements refuse a pin of $GPU_LOCK (above): pip check would fail after the install"
   python3 scripts/gpu_lock.py pins "$GPU_LOCK" | tee "$tmp/pins.txt"
   step "dry run passed: $(wc -l < "$tmp/pins.txt") pins resolve for $GPU_PLATFORM and equal a fresh" \
        "resolution; nothing installed"
@@ -54,17 +56,65 @@ pip_gpu() {  # pip's own exit status survives; only the local-index location war
   .venv-gpu/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
 
+lock_python() {  # CPython of the lock's version: APSFT_GPU_PYTHON, python3.X on PATH, else one uv installs
+  local python="${APSFT_GPU_PYTHON:-python$GPU_PYTHON_VERSION}" found
+  if [ -z "${APSFT_GPU_PYTHON:-}" ] && ! command -v "$python" >/dev/null; then
+    ensure_uv >&2
+    step "no $python on PATH: uv installs CPython $GPU_PYTHON_VERSION (a standalone build, under uv's own folder)"
+    "$GPU_UV" python install --no-config "$GPU_PYTHON_VERSION" >&2 \
+      || fail "uv could not install CPython $GPU_PYTHON_VERSION (above): install python$GPU_PYTHON_VERSION and" \
+              "python$GPU_PYTHON_VERSION-venv (Ubuntu: the deadsnakes PPA), or set APSFT_GPU_PYTHON to one"
+    python="$("$GPU_UV" python find --no-config "$GPU_PYTHON_VERSION")"
+  fi
+  [ "$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$GPU_PYTHON_VERSION" ] \
+    || fail "$python is not CPython $GPU_PYTHON_VERSION, the lock's: install it or set APSFT_GPU_PYTHON"
+  echo "$python"
+}
+
+causal_conv1d() {  # built, taken prebuilt, or skipped with one line: status 1 when skipped
+  local log=.venv-gpu/causal-conv1d-build.log toolkit
+  toolkit="$(python3 scripts/gpu_lock.py nvcc "$GPU_LOCK")" || {
+    step "skipping causal-conv1d: $toolkit. Qwen3.5's short convolution would run transformers' torch path, which" \
+         "the kernel rule refuses on CUDA (set CUDA_HOME to a CUDA toolkit of that major and rerun, or accept it" \
+         "with the profile's gpu.reference_kernels: true)"
+    return 1
+  }
+  [ "${APSFT_GPU_SKIP_CAUSAL_CONV1D:-}" = 1 ] && {
+    step "skipping causal-conv1d (APSFT_GPU_SKIP_CAUSAL_CONV1D=1)"; return 1; }
+  step "causal-conv1d against the installed torch, CUDA_HOME=$toolkit: a prebuilt wheel from" \
+       "github.com/Dao-AILab/causal-conv1d if one matches, else compiled (minutes; log: $log)"
+  # its setup.py falls back to compiling only on an HTTP error: where GitHub cannot be reached at all
+  # (an image build without it) the download's URLError ends the build, so it is retried forced
+  local force
+  : > "$log"
+  for force in FALSE TRUE; do
+    if CUDA_HOME="${toolkit%% *}" CAUSAL_CONV1D_FORCE_BUILD=$force pip_gpu install --require-hashes --no-deps \
+         --no-build-isolation --no-binary "$GPU_SDIST" --index-url "$GPU_INDEX" -r "$tmp/sdist.txt" >> "$log" 2>&1; then
+      step "causal-conv1d installed ($(grep -q 'Raw wheel path' "$log" && echo "GitHub's prebuilt wheel" \
+             || echo compiled))"
+      return 0
+    fi
+    grep -q "urlopen error" "$log" && [ $force = FALSE ] || break
+    step "GitHub's prebuilt wheel cannot be reached: compiling causal-conv1d (CAUSAL_CONV1D_FORCE_BUILD=TRUE)"
+  done
+  step "skipping causal-conv1d: it did not build ($(grep -E '^ *(error|[A-Za-z]*Error)[: ]' "$log" \
+         | grep -v 'subprocess-exited\|failed-wheel-build' | tail -1 | sed 's/^ *//' | cut -c1-160); the whole" \
+       "log: $log). The kernel rule refuses Qwen3.5 on CUDA without it unless gpu.reference_kernels: true"
+  return 1
+}
+
 install() {
   [ "$(uname -sm)" = "Linux x86_64" ] || fail "the lock is for Linux x86-64 ($GPU_PLATFORM), this is $(uname -sm)"
   command -v nvidia-smi >/dev/null || [ "${APSFT_GPU_WITHOUT_GPU:-}" = 1 ] \
     || fail "no nvidia-smi: not a CUDA machine (an image build without a GPU: APSFT_GPU_WITHOUT_GPU=1)"
-  local python="${APSFT_GPU_PYTHON:-python$GPU_PYTHON_VERSION}"
-  [ "$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$GPU_PYTHON_VERSION" ] \
-    || fail "$python is not CPython $GPU_PYTHON_VERSION, the lock's: install it or set APSFT_GPU_PYTHON"
+  local python
+  python="$(lock_python)"
   local glibc
   glibc="$("$python" -c 'import platform; print(platform.libc_ver()[1])')"
   "$python" -c "import sys; sys.exit([int(x) for x in '$glibc'.split('.')] < [${GPU_GLIBC/./, }])" \
     || fail "glibc $glibc is older than $GPU_GLIBC, the lock's floor ($GPU_PLATFORM; scripts/gpu_settings.sh says why)"
+  python3 scripts/gpu_lock.py admits "$GPU_LOCK" \
+    || fail "pyproject.toml's requirements refuse a pin of $GPU_LOCK (above), so pip check would fail at the end: $relock"
   local stamp_file=.venv-gpu/.apsft-setup-gpu stamp
   stamp="$(cat "$GPU_LOCK" pyproject.toml scripts/setup_gpu.sh | sha256sum | cut -d' ' -f1)"
   if [ "$(cat "$stamp_file" 2>/dev/null)" = "$stamp" ] \
@@ -83,17 +133,7 @@ install() {
        "(vLLM, the CUDA torch, nvidia-*: several GB)"
   pip_gpu install -q --require-hashes --only-binary :all: --index-url "$GPU_INDEX" -r "$tmp/main.txt"
   local skipped=()
-  if [ "${APSFT_GPU_SKIP_CAUSAL_CONV1D:-}" = 1 ]; then
-    skipped=(--except "$GPU_SDIST")
-    step "skipping causal-conv1d (APSFT_GPU_SKIP_CAUSAL_CONV1D=1): Qwen3.5's convolution runs transformers' torch path"
-  else
-    step "building causal-conv1d against the installed torch (no build isolation): its setup.py fetches a prebuilt" \
-         "wheel from github.com/Dao-AILab/causal-conv1d if one matches, else compiles with nvcc (CUDA_HOME, minutes)"
-    pip_gpu install -q --require-hashes --no-deps --no-build-isolation --no-binary "$GPU_SDIST" \
-      --index-url "$GPU_INDEX" -r "$tmp/sdist.txt" \
-      || fail "causal-conv1d did not build (above). Set CUDA_HOME to a CUDA toolkit with nvcc and rerun, or" \
-              "APSFT_GPU_SKIP_CAUSAL_CONV1D=1 to go without it (transformers' reference torch kernel, slower)"
-  fi
+  if causal_conv1d; then :; else skipped=(--except "$GPU_SDIST"); fi
   step "installing apsft in editable mode (--no-deps: the lock holds its requirements)"
   PYTHONWARNINGS=ignore pip_gpu install -q --no-deps --no-build-isolation -e .
   step "checking .venv-gpu: every installed version is the lock's, pip check, CUDA"
