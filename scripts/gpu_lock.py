@@ -162,52 +162,26 @@ def not_admitted(lock: Path, pyproject: Path = ROOT / "pyproject.toml") -> list[
     return wrong
 
 
-def lock_cuda_major(lock: Path) -> int:
-    """The CUDA major the lock's torch is built for: its `cuda-toolkit` pin (torch 2.13.0 requires 13.0.3)."""
-    pins = read_pins(lock)
-    if "cuda-toolkit" not in pins:
-        sys.exit(f"gpu_lock: {lock} has no cuda-toolkit pin to read the CUDA major from")
-    return release(pins["cuda-toolkit"][0])[0]
+def build_toolkit(lock: Path) -> tuple[bool, str]:
+    """(usable, what): `HOME (CUDA X.Y)`, the toolkit causal-conv1d should compile with, usable where its
+    nvcc is of the lock's CUDA major; else why not. Found as `apsft doctor` finds it (core/doctor/gpu.py,
+    imported by path: no venv exists yet)."""
+    sys.path.insert(0, str(ROOT / "apsft_dagster" / "core" / "doctor"))
+    from facts import read_lock
+    from gpu import find_nvcc, nvcc_release, toolkit_home
 
-
-def cuda_home() -> tuple[str | None, str]:
-    """(the CUDA toolkit a build would compile with, how it was found): $CUDA_HOME (or $CUDA_PATH), else
-    /usr/local/cuda, else the folder above PATH's nvcc. torch's own guess takes PATH's nvcc before
-    /usr/local/cuda, and a /usr/local/bin/nvcc wrapper script made it guess /usr/local."""
-    import os
-    import shutil
-
-    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if home:
-        return home, "$CUDA_HOME"
-    if os.access("/usr/local/cuda/bin/nvcc", os.X_OK):
-        return "/usr/local/cuda", "/usr/local/cuda"
-    nvcc = shutil.which("nvcc")
-    return (os.path.dirname(os.path.dirname(os.path.realpath(nvcc))), "PATH's nvcc") if nvcc else (None, "")
-
-
-def usable_nvcc(lock: Path) -> tuple[bool, str]:
-    """(usable, what): `HOME (CUDA X.Y)` of the toolkit a CUDA extension build would use, usable when its
-    nvcc's major is the lock's torch's; else why not."""
-    import os
-    import subprocess
-
-    home, how = cuda_home()
-    major = lock_cuda_major(lock)
-    nvcc = os.path.join(home, "bin", "nvcc") if home else None
-    if not nvcc or not os.access(nvcc, os.X_OK):
-        return False, f"no nvcc ({how + ' has no bin/nvcc' if home else 'none on PATH, CUDA_HOME unset'}); " \
-                      f"causal-conv1d compiles with a CUDA {major} nvcc"
-    try:
-        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, f"{nvcc} --version failed ({exc})"
-    found = re.search(r"release (\d+)\.(\d+)", out)
-    if not found:
+    cuda = read_lock(lock)
+    if cuda is None:
+        return False, f"{lock} names no CUDA release (no cuda-toolkit pin)"
+    nvcc, where = find_nvcc()
+    if nvcc is None:
+        return False, f"no nvcc ({where}); causal-conv1d compiles with a CUDA {cuda.cuda_major} nvcc"
+    release = nvcc_release(nvcc)
+    if release is None:
         return False, f"{nvcc} --version names no CUDA release"
-    if int(found.group(1)) != major:
-        return False, f"{nvcc} is CUDA {found.group(1)}.{found.group(2)}, the lock's torch is CUDA {major}"
-    return True, f"{home} (CUDA {found.group(1)}.{found.group(2)})"
+    if release[0] != cuda.cuda_major:
+        return False, f"{nvcc} is CUDA {release[0]}.{release[1]}, the lock's torch is CUDA {cuda.cuda_major}"
+    return True, f"{toolkit_home(nvcc)} (CUDA {release[0]}.{release[1]})"
 
 
 def not_installed_as_locked(lock: Path, skipped: list[str]) -> list[str]:
@@ -247,7 +221,7 @@ def main(argv: list[str]) -> int:
               file=sys.stderr)
         return 1 if wrong else 0
     elif command == "nvcc":
-        usable, what = usable_nvcc(Path(args[0]))
+        usable, what = build_toolkit(Path(args[0]))
         print(what)
         return 0 if usable else 1
     elif command == "installed":

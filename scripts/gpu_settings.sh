@@ -10,7 +10,6 @@
 source scripts/uv.sh  # the pinned uv and ensure_uv
 GPU_UV_VERSION=$UV_VERSION
 GPU_PLATFORM=x86_64-manylinux_2_31
-GPU_GLIBC="$(echo "$GPU_PLATFORM" | sed -E 's/.*manylinux_([0-9]+)_([0-9]+)$/\1.\2/')"  # the floor: 2.31
 GPU_SDIST=causal-conv1d
 GPU_PYTHON_VERSION=3.11
 GPU_INDEX=https://pypi.org/simple

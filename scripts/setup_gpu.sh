@@ -56,21 +56,6 @@ pip_gpu() {  # pip's own exit status survives; only the local-index location war
   .venv-gpu/bin/python -m pip "$@" 2>&1 | { grep -v "is ignored: it is neither a file nor a directory" || true; }
 }
 
-lock_python() {  # CPython of the lock's version: APSFT_GPU_PYTHON, python3.X on PATH, else one uv installs
-  local python="${APSFT_GPU_PYTHON:-python$GPU_PYTHON_VERSION}" found
-  if [ -z "${APSFT_GPU_PYTHON:-}" ] && ! command -v "$python" >/dev/null; then
-    ensure_uv >&2
-    step "no $python on PATH: uv installs CPython $GPU_PYTHON_VERSION (a standalone build, under uv's own folder)"
-    "$GPU_UV" python install --no-config "$GPU_PYTHON_VERSION" >&2 \
-      || fail "uv could not install CPython $GPU_PYTHON_VERSION (above): install python$GPU_PYTHON_VERSION and" \
-              "python$GPU_PYTHON_VERSION-venv (Ubuntu: the deadsnakes PPA), or set APSFT_GPU_PYTHON to one"
-    python="$("$GPU_UV" python find --no-config "$GPU_PYTHON_VERSION")"
-  fi
-  [ "$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)" = "$GPU_PYTHON_VERSION" ] \
-    || fail "$python is not CPython $GPU_PYTHON_VERSION, the lock's: install it or set APSFT_GPU_PYTHON"
-  echo "$python"
-}
-
 causal_conv1d() {  # built, taken prebuilt, or skipped with one line: status 1 when skipped
   local log=.venv-gpu/causal-conv1d-build.log toolkit
   toolkit="$(python3 scripts/gpu_lock.py nvcc "$GPU_LOCK")" || {
@@ -104,15 +89,11 @@ causal_conv1d() {  # built, taken prebuilt, or skipped with one line: status 1 w
 }
 
 install() {
-  [ "$(uname -sm)" = "Linux x86_64" ] || fail "the lock is for Linux x86-64 ($GPU_PLATFORM), this is $(uname -sm)"
-  command -v nvidia-smi >/dev/null || [ "${APSFT_GPU_WITHOUT_GPU:-}" = 1 ] \
-    || fail "no nvidia-smi: not a CUDA machine (an image build without a GPU: APSFT_GPU_WITHOUT_GPU=1)"
-  local python
-  python="$(lock_python)"
-  local glibc
-  glibc="$("$python" -c 'import platform; print(platform.libc_ver()[1])')"
-  "$python" -c "import sys; sys.exit([int(x) for x in '$glibc'.split('.')] < [${GPU_GLIBC/./, }])" \
-    || fail "glibc $glibc is older than $GPU_GLIBC, the lock's floor ($GPU_PLATFORM; scripts/gpu_settings.sh says why)"
+  step "apsft doctor: the host against the lock (driver, GPU, Python, glibc, nvcc, disk)"
+  python3 apsft_dagster/core/doctor/host.py --setup >&2 \
+    || fail "this host cannot run the GPU environment (each FAILS line above says why and the fix);" \
+            "nothing was installed"
+  local python="${APSFT_GPU_PYTHON:-python$GPU_PYTHON_VERSION}"
   python3 scripts/gpu_lock.py admits "$GPU_LOCK" \
     || fail "pyproject.toml's requirements refuse a pin of $GPU_LOCK (above), so pip check would fail at the end: $relock"
   local stamp_file=.venv-gpu/.apsft-setup-gpu stamp

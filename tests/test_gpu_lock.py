@@ -149,7 +149,7 @@ def test_causal_conv1d_builds_only_with_an_nvcc_of_the_locks_cuda_major(tmp_path
                           capture_output=True, timeout=60, env={**os.environ, "CUDA_HOME": str(home)})
     assert proc.returncode == (0 if usable else 1), proc.stdout
     if reported is None:
-        assert proc.stdout.startswith("no nvcc ($CUDA_HOME has no bin/nvcc)") and "a CUDA 13 nvcc" in proc.stdout
+        assert proc.stdout.startswith(f"no nvcc (CUDA_HOME={home} has no bin/nvcc)") and "a CUDA 13 nvcc" in proc.stdout
     elif not usable:
         assert proc.stdout.strip() == f"{home}/bin/nvcc is CUDA 12.4, the lock's torch is CUDA 13"
     else:
