@@ -49,6 +49,7 @@ from apsft_dagster.core.config_sections import (  # the sections, importable fro
     Vllm,
 )
 from apsft_dagster.core.errors import ConfigError
+from apsft_dagster.core.gpu_settings import Gpu
 from apsft_dagster.core.json_input import error_field
 from apsft_dagster.core.loss_mask.settings import LossMask
 from apsft_dagster.core.paths import CONFIG_DIR, local_model_dir
@@ -60,10 +61,9 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, 8x fas
 
 # other systems of the platform: their settings never move the experiment's seal
 SIBLING_SECTIONS = ("loss_mask", "run_report")
-# Left out of the digest that binds every receipt: the siblings' settings, and `plan`, the
-# envelopes `apsft plan` prices the run with. A price changes no artifact, so recalibrating it on
-# the machine that will run the protocol must not invalidate a stored receipt.
-UNSEALED_SECTIONS = (*SIBLING_SECTIONS, "plan")
+# Left out of the digest that binds every receipt: settings that change no artifact (the siblings', `plan`'s envelopes
+# of `apsft plan`, `gpu`'s kernel choice), so setting them on the machine that runs the protocol voids no receipt.
+UNSEALED_SECTIONS = (*SIBLING_SECTIONS, "plan", "gpu")
 
 
 class Config(Strict):
@@ -83,11 +83,11 @@ class Config(Strict):
     probe: Probe
     evaluation: Evaluation
     stage_b: StageB
-    # the sibling systems' settings: optional, and never part of the digest
+    # optional, never in the digest: the sibling systems' settings, the plan's envelopes, the GPU's kernel choice
     loss_mask: LossMask | None = None
     run_report: RunReport | None = None
-    # the plan's throughput envelopes: optional (only `apsft plan` reads them), never in the digest
     plan: Plan | None = None
+    gpu: Gpu | None = None
     # a declared rehearsal: the registered profile it re-reads with changed thresholds (core/rehearsal.py)
     rehearsal: str | None = None
     _registered: Any = PrivateAttr(default=None)
@@ -142,8 +142,8 @@ class Config(Strict):
 
     @property
     def digest(self) -> str:
-        """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (the sibling
-        systems' sections and the plan's envelopes left out: they do not change the experiment)."""
+        """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (UNSEALED_SECTIONS,
+        the sibling systems' sections, the plan's envelopes and the GPU's kernel choice, left out)."""
         unsealed = {*UNSEALED_SECTIONS, *(["rehearsal"] if self.rehearsal is None else [])}  # a registered profile's
         return hashlib.sha256(canonical_json(self.model_dump(mode="json", exclude=unsealed))).hexdigest()  # as before
 

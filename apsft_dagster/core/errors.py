@@ -53,6 +53,11 @@ class DeviceError(ApsftError):
     """A stage needs a device (e.g. CUDA) that this machine does not have."""
 
 
+class KernelError(ApsftError):
+    """A model's kernels on CUDA (Qwen3.5's linear attention) are missing or do not import, and the profile
+    did not choose the reference kernels."""
+
+
 class TrainingError(ApsftError):
     """Training cannot start or did not do what the protocol requires (targets, steps, adapter)."""
 

@@ -5,7 +5,8 @@ causal-conv1d when installed, and transformers warns once per kernel when they a
 (`[transformers] `causal_conv1d_fn` is falling back to its reference PyTorch implementation ...
 install `causal_conv1d``): four lines a model-holding process, advice no CPU user can act on, since
 both are CUDA packages. `quiet_kernel_fallbacks()` (on package import) drops those records and
-prints `NOTICE` once per process instead. The kernels run the same; only the words change.
+prints `NOTICE` once per process instead. The kernels run the same; only the words change. On CUDA
+the fallback is refused (core/kernels.py) unless the profile chose it, and then `say_instead` words it.
 """
 
 from __future__ import annotations
@@ -39,3 +40,15 @@ def quiet_kernel_fallbacks() -> None:
     logger = logging.getLogger(LOGGER)
     if not any(isinstance(f, _OneNotice) for f in logger.filters):
         logger.addFilter(_OneNotice())
+
+
+def say_instead(line: str) -> None:
+    """Print `line` in place of NOTICE, once a process, the fallback records still dropped: a CUDA run
+    that chose the reference kernels (core/kernels.py) hears it in those words, not in NOTICE's, which
+    speak to a CPU."""
+    logger = logging.getLogger(LOGGER)
+    quiet_kernel_fallbacks()
+    notice = next(f for f in logger.filters if isinstance(f, _OneNotice))
+    if not notice.said:
+        notice.said = True
+        print(line, file=sys.stderr, flush=True)

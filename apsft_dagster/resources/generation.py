@@ -8,7 +8,7 @@ import dagster as dg
 from pydantic import PrivateAttr
 
 from apsft_dagster.core.engines.base import GenerationEngine
-from apsft_dagster.core.engines.lifetime import load_generation_engine, require_device
+from apsft_dagster.core.engines.lifetime import load_generation_engine, preflight
 from apsft_dagster.core.engines.memory import free_memory
 from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.protocol import STOP_TOKENS
@@ -38,7 +38,7 @@ class GenerationResource(dg.ConfigurableResource):
         if self._resident is not None and self._resident[0] == path:
             return self._resident[1]
         self.release()
-        require_device(config.compute, "generation", config.profile)
+        preflight(config, "generation")
         engine = load_generation_engine(path, config.harvest.backend, config.compute, STOP_TOKENS, config.vllm)
         self._resident = (path, engine)
         return engine

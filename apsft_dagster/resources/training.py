@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from apsft_dagster.core.engines.lifetime import require_device
+from apsft_dagster.core.engines.lifetime import preflight
 from apsft_dagster.core.engines.memory import free_memory
 from apsft_dagster.core.base_model import base_model_path
 
@@ -21,7 +21,7 @@ class TrainingResource(dg.ConfigurableResource):
 
     def _base(self) -> str:
         config = self.experiment.config()
-        require_device(config.compute, "training", config.profile)
+        preflight(config, "training")
         return str(base_model_path(config, self.experiment.store()))
 
     def warmup(self, arm: str) -> float | None:

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     export_choice(args)
     if not args.verbose:  # Hugging Face's per-load progress bars; the stages' own progress stays
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    from apsft_dagster.core.engines.lifetime import require_device
+    from apsft_dagster.core.engines.lifetime import preflight
     from apsft_dagster.core.paths import store_root
     from apsft_dagster.experiment.stages import STAGES
     from apsft_dagster.runner import check_partition_keys, run_stages, select_stages
@@ -47,9 +47,9 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"apsft: {exc}", file=sys.stderr)
         return 2
-    for stage in stages:  # before anything is written: a missing device stops the whole run here
+    for stage in stages:  # before anything is written: a missing device or kernel stops the whole run here
         if stage.engine:
-            require_device(config.compute, stage.job, config.profile)
+            preflight(config, stage.job)
     store = args.store or str(store_root(config.profile))
     print(f"apsft run: profile {config.profile} (config {config.digest[:12]}), {config.compute.device} "
           f"{config.compute.dtype}, store {store}", flush=True)

@@ -1,17 +1,19 @@
-"""Engines on the profile's device, one resident at a time: loading, the device check, release.
+"""Engines on the profile's device, one resident at a time: loading, the preflight, release.
 
-`compute` (config) says where every model-holding stage runs. A stage asks for an engine for a
-model directory (the base model or a merged model); loading another first releases the one that
-is resident, so two models never share GPU memory.
+`compute` (config) says where every model-holding stage runs; `preflight` checks, before anything
+is loaded, that the device is here and, on CUDA, that the model's kernels import (core/kernels.py).
+A stage asks for an engine for a model directory (the base model or a merged model); loading
+another first releases the one that is resident, so two models never share GPU memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from apsft_dagster.core.config import Compute, Vllm
+from apsft_dagster.core.config import Compute, Config, Vllm
 from apsft_dagster.core.engines.base import GenerationEngine
 from apsft_dagster.core.errors import DeviceError
+from apsft_dagster.core.kernels import has_linear_attention, require_kernels
 
 
 def pin_threads(compute: Compute) -> None:
@@ -39,6 +41,24 @@ def require_device(compute: Compute, stage: str, profile: str) -> None:
             "but this machine has no CUDA device; nothing was written. Run it on a GPU machine, or use a "
             "profile with compute.device: cpu (e.g. smoke)")
     pin_threads(compute)
+
+
+def preflight(config: Config, stage: str) -> None:
+    """What a model-holding stage needs of this machine, before any GPU work: the profile's device
+    (`require_device`), then on CUDA the kernels of the model's linear-attention layers."""
+    require_device(config.compute, stage, config.profile)
+    if config.compute.device == "cuda":  # a CPU run reads nothing more
+        require_kernels(config.compute, has_linear_attention(config), config.gpu, stage)
+
+
+def one_instrument_resident(compute: Compute, backend: str) -> bool:
+    """Whether the scoring instruments take turns on the device: on CUDA when the fast instrument
+    is vLLM. vLLM's start needs `gpu_memory_utilization` of the whole device free (0.9 x 79.2 GiB
+    = 71.3 GiB on an H100), which the reference model's bf16 weights beside it (7.8 GiB for
+    Qwen3.5-4B) and the CUDA contexts leave no room for; the profile's utilization is sealed, so
+    the reference gives way rather than vLLM shrinking. Elsewhere both stay (on CPU vLLM's KV cache
+    is sized in bytes; Transformers' fast instrument shares the reference's model)."""
+    return compute.device == "cuda" and backend == "vllm"
 
 
 def load_generation_engine(path: str, backend: str, compute: Compute, stop_tokens: Sequence[str],

@@ -6,10 +6,26 @@ Each optimizer step accumulates one window of records (records.windows): each re
 sum S is divided by the window's total weight W before backward, so the step's gradient is that
 of sum(S) / sum(W). Every `checkpoint_every` steps the adapter, optimizer, scheduler and RNG
 states go to the store; a rerun resumes from the last checkpoint.
+
+Dtypes (CPU float32: every weight and activation float32, no autocast, the reference bits):
+- the frozen base: NF4 with bitsandbytes' compute dtype `compute.dtype` (bf16) where
+  `compute.quantization: nf4`, else `compute.dtype`; its unquantized weights (the tied 248,320 x
+  2,560 embedding, norms, conv, A_log) stay in `compute.dtype`, as scoring and serving run them.
+  peft's `prepare_model_for_kbit_training` is not called: besides freezing (done here) it casts every
+  bf16/fp16 non-4-bit weight to fp32, and with no option to skip that; bitsandbytes' Linear4bit
+  returns its input's dtype, so an fp32 embedding made the whole residual stream fp32 (~2x its memory)
+  and the tied head's loss matmuls fp32.
+- the LoRA A/B weights: fp32 (peft's get_peft_model upcasts bf16 adapters by default), AdamW's
+  master copy: bf16 spaces values near A's initial scale (~0.02 at hidden 2,560) 7.8e-5 apart, so
+  steps of at most ~2e-4, shrinking to 0 with the linear schedule, would round coarsely, then away.
+- activations: the decoder runs under `compute_context`, autocast to `compute.dtype` (bf16) on
+  CUDA, so every matmul, LoRA's included, runs in bf16 (without it peft casts LoRA's input to the
+  fp32 adapter dtype); the loss stays outside it, fp32 from bf16 logits (loss.py `chunked_nll`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -34,7 +50,8 @@ def seed_everything(seed: int) -> None:
 
 def load_base(path: str, compute: Compute):
     """The frozen base on the profile's device: float32 on CPU, the compute dtype on CUDA, 4-bit
-    NF4 (QLoRA) only where CUDA is present and `compute.quantization` asks for it."""
+    NF4 (QLoRA) only where CUDA is present and `compute.quantization` asks for it; no weight is
+    upcast (the module's dtypes)."""
     from transformers import AutoModelForCausalLM
 
     from apsft_dagster.core.engines.transformers_engine import torch_dtype
@@ -49,12 +66,10 @@ def load_base(path: str, compute: Compute):
         except ImportError:
             raise TrainingError("compute.quantization nf4 needs bitsandbytes: pip install bitsandbytes "
                                 "(or set compute.quantization: none to train on the bf16 base)") from None
-        from peft import prepare_model_for_kbit_training
-
         quant = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                                    bnb_4bit_compute_dtype=dtype)
         model = AutoModelForCausalLM.from_pretrained(path, quantization_config=quant, dtype=dtype, device_map={"": 0})
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        model.requires_grad_(False)  # prepare_model_for_kbit_training less its fp32 upcast (module docstring)
     else:
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(compute.device)
     model.config.use_cache = False
@@ -84,12 +99,22 @@ def attach_adapter(model, training: Training, seed: int):
     return peft_model, targets, expected, state_digest(adapter_state(peft_model))
 
 
+def compute_context(device_type: str, dtype: torch.dtype | None):
+    """The training forward's autocast: to the base's load dtype where it is below float32 (bf16 on
+    CUDA), on `device_type`; on float32 (CPU) nothing at all, so the reference path's bits stay."""
+    if dtype in (None, torch.float32):
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=dtype)
+
+
 def record_loss(model, example: Example, chunk: int) -> tuple[torch.Tensor, float, torch.Tensor]:
-    """(weighted sum S with grad, weight W, per-token nll of t >= 1) of one record."""
+    """(weighted sum S with grad, weight W, per-token nll of t >= 1) of one record: the decoder
+    under `compute_context` (the dtype load_base loaded, config.dtype), the loss in fp32 outside it."""
     base = model.get_base_model()
     device = next(p.device for p in model.parameters())
     ids = torch.tensor(example.input_ids, device=device)
-    hidden = base.get_decoder()(input_ids=ids[None], use_cache=False).last_hidden_state[0]
+    with compute_context(device.type, base.config.dtype):
+        hidden = base.get_decoder()(input_ids=ids[None], use_cache=False).last_hidden_state[0]
     head = base.get_output_embeddings().weight
     weights = torch.tensor(example.weights, device=device)
     total, weight, nll = chunked_nll(hidden, head, ids, weights, chunk)
