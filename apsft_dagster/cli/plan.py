@@ -18,6 +18,10 @@ def add_parser(sub) -> None:
     profile_arguments(p)
     p.add_argument("--rehearsal", metavar="FILE",
                    help="scripts/gpu_rehearsal.py's JSON: its measured figures replace the profile's envelopes")
+    p.add_argument("--gpu", choices=["h100", "h200"],
+                   help="plan each engine stage's GPU memory on this device (h100 where compute.device is cuda)")
+    p.add_argument("--gpu-memory-gib", type=float, metavar="N",
+                   help="the device's total memory in GiB, as torch reports it (instead of --gpu's)")
     p.set_defaults(handler=plan_command)
 
 
@@ -46,4 +50,22 @@ def plan_command(args: argparse.Namespace) -> int:
     found = root.is_dir()
     rows = plan(config, Store(root) if found else None, args.rehearsal)
     print(render(rows, _notes(config, resolve_config_path(args.profile, args.config), root, found)), end="")
+    if args.gpu or args.gpu_memory_gib or config.compute.device == "cuda":
+        print("\n" + _memory(config, args.gpu or "h100", args.gpu_memory_gib), end="")
     return 0
+
+
+def _memory(config, gpu: str, gib: float | None) -> str:
+    """The memory plan (core/plan/memory.py) on `gpu`, or on a device of `gib` GiB."""
+    from apsft_dagster.core.plan.memory import GPUS, memory_notes, memory_plan, model_config
+    from apsft_dagster.core.plan.table import render_memory
+
+    if gib is not None and gib <= 0:
+        raise PlanError(f"--gpu-memory-gib {gib}: a device's memory is a positive number of GiB")
+    total_gib = gib if gib is not None else GPUS[gpu]
+    device = f"{total_gib:.2f} GiB" + ("" if gib is not None else f" ({gpu}, torch's total_memory)")
+    model, source = model_config(config)
+    if model is None:
+        return f"memory on {device}: {source}\n"
+    total = round(total_gib * (1 << 30))
+    return render_memory(memory_plan(config, model, total), device, memory_notes(config, model, source, total))

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from apsft_dagster.core.config import Compute, Vllm
-from apsft_dagster.core.engines.vllm_engine import release_vllm_memory, start_llm
+from apsft_dagster.core.engines.vllm_engine import llm_arguments, release_vllm_memory, snapshot_vocab, start_llm
+from apsft_dagster.core.engines.vllm_memory import scoring_token_cap
 from apsft_dagster.core.protocol import Spans, locate_spans
 
 # One prompt pass, no sampling that matters; `prompt_logprobs=1` still returns every prompt token's own logprob.
@@ -24,14 +25,16 @@ class VllmInstrument:
         from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.llm, self.start_s, self.library_version = start_llm(path, compute, engine)
+        cap = device_token_cap(path, compute, engine)
+        self.arguments = llm_arguments(path, compute, engine, max_num_batched_tokens=cap)
+        self.llm, self.start_s, self.library_version = start_llm(path, compute, engine, self.arguments)
         self._owns_llm = True
 
     @classmethod
     def from_llm(cls, llm, tokenizer) -> VllmInstrument:
         """Score with an LLM built elsewhere (e.g. the generation engine's): it is borrowed, not owned."""
         instrument = cls.__new__(cls)
-        instrument.llm, instrument.tokenizer, instrument._owns_llm = llm, tokenizer, False
+        instrument.llm, instrument.tokenizer, instrument._owns_llm, instrument.arguments = llm, tokenizer, False, {}
         return instrument
 
     def score(self, items: Sequence[tuple[str, str, str]]) -> list[dict]:
@@ -47,6 +50,18 @@ class VllmInstrument:
         """Drop the LLM; tear down vLLM's state only if this instrument built it."""
         llm, self.llm = self.llm, None
         release_vllm_memory(llm, owned=self._owns_llm)
+
+
+def device_token_cap(path: str, compute: Compute, engine: Vllm) -> int | None:
+    """The instrument's `max_num_batched_tokens` on CUDA (`scoring_token_cap` of this device's
+    total memory, as torch reports it, and the snapshot's vocabulary); None on CPU, where the KV
+    cache is sized in bytes and vLLM's own default stands."""
+    if compute.device != "cuda":
+        return None
+    import torch
+
+    total = torch.cuda.get_device_properties(torch.cuda.current_device()).total_memory
+    return scoring_token_cap(total, engine.gpu_memory_utilization, snapshot_vocab(path), engine.in_process)
 
 
 def prompt_logprob_sums(prompt_logprobs: Sequence, spans: Spans) -> dict:

