@@ -16,6 +16,9 @@ cd "$(dirname "$0")/.."
 step() { echo "setup-gpu: $* ($(date +%H:%M:%S))" >&2; }
 fail() { echo "setup-gpu: error: $*" >&2; exit 1; }
 source scripts/gpu_settings.sh
+# the bookkeeping (scripts/gpu_lock.py, apsft doctor's host checks) runs on the system python3, 3.9 or newer
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null \
+  || fail "python3 is $(python3 -V 2>&1 || echo absent): setup's bookkeeping needs Python 3.9 or newer on PATH"
 [ -f "$GPU_LOCK" ] || fail "no lock at $GPU_LOCK: run bash scripts/lock_gpu.sh"
 relock="fix $GPU_IN (or pyproject.toml's dependencies), then run bash scripts/lock_gpu.sh"
 tmp="$(mktemp -d)"

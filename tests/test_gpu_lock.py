@@ -266,3 +266,15 @@ def test_nothing_in_pyproject_resolves_to_a_vllm():
              for req in [*project["dependencies"], *(r for reqs in extras.values() for r in reqs)]]
     assert "torch" in named and not [name for name in named if name.startswith("vllm")]
     assert "gpu" not in extras
+
+
+def test_setup_names_a_python3_too_old_for_its_bookkeeping(tmp_path):
+    old = "/root/.pyenv/versions/3.8.18/bin/python3.8"
+    if not os.path.exists(old):
+        pytest.skip("no Python 3.8 on this machine")
+    (tmp_path / "python3").symlink_to(old)
+    proc = subprocess.run(["bash", "scripts/setup.sh", "gpu", "--dry-run"], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == ("setup-gpu: error: python3 is Python 3.8.18: setup's bookkeeping needs Python 3.9 "
+                                   "or newer on PATH")
