@@ -18,7 +18,7 @@ QWEN35 = json.loads((CONFIG_DIR / "models" / "qwen3_5_4b.config.json").read_text
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "vocab_size": 151936, "head_dim": 128,
          "num_hidden_layers": 36}
 NO_NVCC, NVCC = (lambda: None), (lambda: "/usr/local/cuda/bin/nvcc")
-# The fields of vLLM 0.32.0's EngineArgs (vllm/engine/arg_utils.py) this project passes; LLM(**kw) forwards them.
+# The fields of the locked vLLM's EngineArgs (vllm/engine/arg_utils.py; release: requirements/gpu.in) passed here.
 ENGINE_ARGS_FIELDS = {"model", "tokenizer", "dtype", "max_model_len", "enforce_eager", "gpu_memory_utilization",
                       "enable_prefix_caching", "seed", "kv_cache_memory_bytes", "max_num_batched_tokens",
                       "enable_chunked_prefill", "language_model_only", "gdn_prefill_backend"}
