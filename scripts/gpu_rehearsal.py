@@ -12,6 +12,7 @@ own code on the `full` profile (APSFT_MODEL_DIR points at it). Phases, in order:
                           records (`measure_throughput`, the budget gate's warm-up), NF4 base where
                           bitsandbytes imports, else bf16, and says which; then one optimizer step
   merge                   `merge_snapshot` seconds for that adapter
+  probe                   the deployment probe: base and merged policy's greedy answers, one resident at a time
   transformers_generation Transformers batched greedy generation tokens/s (`TransformersEngine`)
   vllm_generation         `VllmEngine` generation tokens/s, where vLLM can serve the layout (else why not)
   vllm_prompt_logprobs    `VllmInstrument` prompt log-prob tokens/s, likewise
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a device image w
 
 from apsft_dagster.core.gpu_rehearsal.journal import Journal  # noqa: E402
 from apsft_dagster.core.gpu_rehearsal.snapshot import REGISTERED, build_snapshot, model_config  # noqa: E402
-from apsft_dagster.core.gpu_rehearsal.timings import (time_merge, time_scoring, time_training,  # noqa: E402
+from apsft_dagster.core.gpu_rehearsal.timings import (time_merge, time_probe, time_scoring, time_training,  # noqa: E402
                                                       time_transformers_generation, time_vllm_generation,
                                                       time_vllm_prompt_logprobs)
 from apsft_dagster.core.paths import PROJECT_ROOT  # noqa: E402
@@ -113,6 +114,8 @@ def rehearse(tiny: bool, out: Path, log=print, tokenizer_dir: str | None = None)
         journal.run("training", lambda: {"training": time_training(on["config"], path, on["tasks"], record, adapter,
                                                                    log)}, needs)
         journal.run("merge", lambda: {"merge": time_merge(path, adapter, work / "merged", log)}, ("training",))
+        journal.run("probe", lambda: {"probe": time_probe(on["config"], path, str(work / "merged"), max_tokens, log)},
+                    ("merge",))
         journal.run("transformers_generation", lambda: {"transformers_generation": time_transformers_generation(
             on["config"], path, on["tasks"], n, max_tokens, log)}, needs)
         journal.run("vllm_generation", lambda: {"vllm": time_vllm_generation(

@@ -15,7 +15,7 @@ from apsft_dagster.core.gpu_rehearsal.journal import Journal, PhaseSkipped
 from apsft_dagster.core.paths import PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "scripts" / "gpu_rehearsal.py"
-PHASES = ["snapshot", "scoring", "training", "merge", "transformers_generation", "vllm_generation",
+PHASES = ["snapshot", "scoring", "training", "merge", "probe", "transformers_generation", "vllm_generation",
           "vllm_prompt_logprobs"]
 
 
@@ -29,7 +29,7 @@ def test_the_tiny_rehearsal_measures_every_path(tmp_path):
     assert (result["tiny"], result["device"], result["dtype"], result["finished"]) == (True, "cpu", "float32", True)
     phases = result["phases"]
     assert list(phases) == PHASES
-    assert [phases[p]["status"] for p in PHASES] == ["done"] * 5 + ["skipped"] * 2
+    assert [phases[p]["status"] for p in PHASES] == ["done"] * 6 + ["skipped"] * 2
     assert not any("gpu_memory" in key for entry in phases.values() for key in entry)  # no CUDA here
     # the file set vLLM needs to build the processor at start (transformers raises OSError without them)
     assert {"preprocessor_config.json", "video_preprocessor_config.json", "chat_template.jinja"} <= set(
@@ -42,6 +42,8 @@ def test_the_tiny_rehearsal_measures_every_path(tmp_path):
     assert training["tokens_per_s"] > 0 and training["record_tokens"] >= 512
     # 3 gated delta-rule blocks x 8 projections + 1 full-attention block x 7
     assert training["lora_pairs"] == result["merge"]["lora_pairs"] == result["merge"]["changed_tensors"] == 31
+    probe = result["probe"]  # full's 8 probe prompts, answered by the base and the merged policy
+    assert probe["prompts"] == 8 and 0 <= probe["differing"] <= 8 and probe["passed"] == (probe["differing"] > 0)
     generation = result["transformers_generation"]
     assert generation["new_tokens"] == 8 * 32 and generation["tokens_per_s"] > 0  # random weights never stop
     assert phases["vllm_generation"]["reason"] == phases["vllm_prompt_logprobs"]["reason"]
@@ -97,8 +99,9 @@ def test_a_failed_phase_is_recorded_at_once_and_the_phases_after_it_still_run(tm
     assert seen["phases"]["training"]["error"] == "RuntimeError: injected: CUDA out of memory in the backward pass"
     assert ", in training\n" in seen["phases"]["training"]["traceback"] and seen["finished"] is False
     result = json.loads(out.read_text())
-    assert [result["phases"][p]["status"] for p in PHASES] == ["done", "done", "failed", "skipped", "done",
-                                                               "skipped", "skipped"]
+    assert [result["phases"][p]["status"] for p in PHASES] == ["done", "done", "failed", "skipped", "skipped",
+                                                               "done", "skipped", "skipped"]
+    assert result["phases"]["probe"]["reason"] == "needs merge, which did not finish"
     assert result["phases"]["merge"]["reason"] == "needs training, which did not finish" and "merge" not in result
     assert result["transformers_generation"] == {"tokens_per_s": 11.0} and "training" not in result
     assert result["vllm"] == {"measured": False, "reason": "vllm_generation skipped: no vLLM in this test; "

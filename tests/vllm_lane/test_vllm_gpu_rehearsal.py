@@ -94,3 +94,27 @@ def test_vllm_refuses_the_qwen35_snapshot_for_want_of_torchvision(snapshot, capf
             vllm.LLM(**arguments)
     logged = capfd.readouterr()
     assert "No module named 'torchvision'" in logged.out + logged.err
+
+
+def test_the_qwen35_model_path_runs_under_the_locks_transformers_and_peft(tmp_path):
+    """The whole tiny rehearsal in this venv (the lock's transformers and peft, on CPU): the Qwen3.5
+    snapshot loads through `full`'s loader, scores, trains on the `qwen3_5` LoRA targets, merges, and the
+    merged policy answers the deployment probe. (`.venv-gpu` cannot run it on a CPU host: flash-linear-
+    attention imports there, transformers takes its Triton kernels, and Triton finds no GPU driver.)"""
+    import subprocess
+    import sys
+
+    import transformers
+
+    out = tmp_path / "rehearsal.json"
+    proc = subprocess.run([sys.executable, str(PROJECT_ROOT / "scripts" / "gpu_rehearsal.py"), "--tiny", "--out",
+                           str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    result = json.loads(out.read_text())
+    statuses = {name: entry["status"] for name, entry in result["phases"].items()}
+    assert statuses == {"snapshot": "done", "scoring": "done", "training": "done", "merge": "done", "probe": "done",
+                        "transformers_generation": "done", "vllm_generation": "skipped",
+                        "vllm_prompt_logprobs": "skipped"}, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 0 and result["transformers"] == transformers.__version__
+    training = result["training"]
+    assert training["lora_pairs"] == result["merge"]["lora_pairs"] == 31 and "in_proj_qkv" in training["targets"]
+    assert result["probe"]["prompts"] == 8

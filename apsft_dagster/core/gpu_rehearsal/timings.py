@@ -197,3 +197,26 @@ def time_vllm_prompt_logprobs(config, compute, path: str, tasks, record_tokens: 
                "max_num_batched_tokens": instrument.arguments.get("max_num_batched_tokens")}
     log(f"vLLM: prompt log-probs {tokens / seconds:,.0f} tokens/s")
     return figures
+
+
+def time_probe(config, base: str, merged: str, max_tokens: int, log) -> dict:
+    """The deployment probe as merged_models runs it: the base's and the merged policy's greedy answers to
+    the probe's prompts, one engine resident at a time. Random weights and one optimizer step: whether any
+    answer differs is reported, not required."""
+    from apsft_dagster.core.engines.memory import free_memory
+    from apsft_dagster.core.engines.transformers_engine import TransformersEngine
+    from apsft_dagster.core.protocol import STOP_TOKENS
+    from apsft_dagster.core.training.probe import compare, greedy_outputs, probe_prompts
+
+    prompts, answers, started = probe_prompts(config, ()), [], time.perf_counter()
+    for path in (base, merged):
+        engine = TransformersEngine.load(path, STOP_TOKENS, config.compute.device, config.compute.dtype)
+        try:
+            answers.append(greedy_outputs(engine, prompts, max_tokens))
+            decode = engine.tokenizer.decode
+        finally:
+            engine.close()
+            free_memory()
+    out = {**compare(prompts, *answers, decode), "seconds": time.perf_counter() - started}
+    log(f"probe: {out['differing']} of {out['prompts']} prompts answered differently by the merged policy")
+    return out
