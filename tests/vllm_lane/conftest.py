@@ -1,7 +1,8 @@
 """The vLLM lane: vLLM's CPU build (`.venv-vllm`, `bash scripts/setup.sh vllm`) on the smoke_vllm
 models the main venv built and handed over (`scripts/vllm_lane_model.py`); nothing here builds or
-trains a smoke model under vLLM's transformers (test_vllm_gpu_rehearsal.py builds and trains the GPU
-rehearsal's tiny Qwen3.5 snapshot under them, as the GPU machine will). Every test is marked `vllm`. The lane fails when a test
+trains a smoke model under vLLM's transformers (test_vllm_gpu_rehearsal.py builds and trains the
+GPU rehearsal's tiny Qwen3.5 snapshot under them, as the GPU machine will). Every test is marked
+`vllm`. The lane fails when a test
 is skipped or none ran, and its summary prints how many ran, each engine's start and release, and
 the parity gate's receipt (also kept under the handover folder's receipts/).
 
