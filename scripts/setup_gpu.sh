@@ -78,8 +78,10 @@ causal_conv1d() {  # built, taken prebuilt, or skipped with one line: status 1 w
   for force in FALSE TRUE; do
     if CUDA_HOME="${toolkit%% *}" CAUSAL_CONV1D_FORCE_BUILD=$force pip_gpu install --require-hashes --no-deps \
          --no-build-isolation --no-binary "$GPU_SDIST" --index-url "$GPU_INDEX" -r "$tmp/sdist.txt" >> "$log" 2>&1; then
-      step "causal-conv1d installed ($(grep -q 'Raw wheel path' "$log" && echo "GitHub's prebuilt wheel" \
-             || echo compiled))"
+      local how=compiled
+      grep -q 'Raw wheel path' "$log" && how="GitHub's prebuilt wheel"
+      grep -q 'Using cached causal_conv1d-.*\.whl' "$log" && how="the wheel pip cached when it compiled it here before"
+      step "causal-conv1d installed ($how)"
       return 0
     fi
     grep -q "urlopen error" "$log" && [ $force = FALSE ] || break
