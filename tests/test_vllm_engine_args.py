@@ -11,6 +11,7 @@ import pytest
 from apsft_dagster.core.config import Compute, load_config
 from apsft_dagster.core.engines.vllm_engine import find_nvcc, llm_arguments
 from apsft_dagster.core.paths import CONFIG_DIR
+from tests.fake_cuda import cuda_home
 
 CUDA = Compute(device="cuda", dtype="bfloat16", quantization="nf4", threads=8)
 ENGINE = load_config("smoke").vllm.model_copy(update={"kv_cache_bytes": None})
@@ -78,12 +79,7 @@ def test_the_jit_gets_an_nvcc_only_of_torchs_cuda_major(tmp_path, monkeypatch, r
     torch means triton (found as apsft doctor finds it: CUDA_HOME first)."""
     import torch
 
-    home = tmp_path / "cuda"
-    (home / "bin").mkdir(parents=True)
-    if reported:
-        nvcc = home / "bin" / "nvcc"
-        nvcc.write_text(f'#!/bin/sh\necho "Cuda compilation tools, release {reported}, V{reported}.1"\n')
-        nvcc.chmod(0o755)
+    home = cuda_home(tmp_path / "cuda", reported)
     monkeypatch.setenv("CUDA_HOME", str(home))
     monkeypatch.setattr(torch.version, "cuda", torch_cuda)
     assert find_nvcc() == (str(home / "bin" / "nvcc") if usable else None)
