@@ -112,3 +112,13 @@ def test_the_policy_autocasts_to_the_load_dtype_on_the_models_device():
         cuda = compute_context("cuda", torch.bfloat16)
     assert isinstance(cuda, torch.autocast) and (cuda.device, cuda.fast_dtype) == ("cuda", torch.bfloat16)
     assert isinstance(compute_context("cpu", None), contextlib.nullcontext)  # a model built, not loaded
+
+
+def test_gradient_checkpointing_is_enabled_without_transformers_deprecation(base_dir):
+    """`full` trains with gradient checkpointing (here on smoke's training settings): under .venv's transformers the renamed call, which warns
+    nothing (the old name printed a FutureWarning once per adapter), and checkpointing is on either way."""
+    training = load_config("smoke").training.model_copy(update={"gradient_checkpointing": True})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        model = attach_adapter(load(base_dir, torch.float32), training, 0)[0]
+    assert model.get_base_model().is_gradient_checkpointing

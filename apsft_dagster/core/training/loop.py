@@ -94,7 +94,11 @@ def attach_adapter(model, training: Training, seed: int):
         raise TrainingError(f"{len(pairs)} LoRA pairs were created, expected {expected} (every linear projection "
                             "of the decoder blocks)")
     if training.gradient_checkpointing:
-        peft_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        # transformers 5.24 renamed it (the old name warns); the GPU lock's 5.19 has only the old one
+        if hasattr(peft_model, "activation_checkpointing_enable"):
+            peft_model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            peft_model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         peft_model.enable_input_require_grads()
     return peft_model, targets, expected, state_digest(adapter_state(peft_model))
 
