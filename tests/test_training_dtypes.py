@@ -115,8 +115,9 @@ def test_the_policy_autocasts_to_the_load_dtype_on_the_models_device():
 
 
 def test_gradient_checkpointing_is_enabled_without_transformers_deprecation(base_dir):
-    """`full` trains with gradient checkpointing (here on smoke's training settings): under .venv's transformers the renamed call, which warns
-    nothing (the old name printed a FutureWarning once per adapter), and checkpointing is on either way."""
+    """`full` trains with gradient checkpointing (here on smoke's training settings): under .venv's
+    transformers the renamed call, which warns nothing (the old name printed a FutureWarning once per
+    adapter), and checkpointing is on either way."""
     training = load_config("smoke").training.model_copy(update={"gradient_checkpointing": True})
     with warnings.catch_warnings():
         warnings.simplefilter("error", FutureWarning)
