@@ -26,6 +26,7 @@ from apsft_dagster.core.errors import KernelError, ModelDirectoryError
 from apsft_dagster.core.gpu_settings import Gpu
 from apsft_dagster.core.kernel_notice import say_instead
 from apsft_dagster.core.paths import local_model_dir
+from apsft_dagster.core.snapshot import has_linear_attention_layers
 
 # distribution -> (import name, the submodule transformers also looks in, the functions Qwen3.5's layers take)
 KERNELS = {
@@ -87,8 +88,7 @@ def has_linear_attention(config: Config) -> bool:
     path = local_model_dir(config.model.path) / "config.json"
     if not path.is_file():
         raise ModelDirectoryError(f"{path}: no such file; point model.path (or APSFT_MODEL_DIR) at the snapshot")
-    raw = json.loads(path.read_text())
-    return "linear_attention" in ((raw.get("text_config") or raw).get("layer_types") or [])
+    return has_linear_attention_layers(json.loads(path.read_text()))
 
 
 def require_kernels(compute: Compute, linear_attention: bool, gpu: Gpu | None, stage: str,

@@ -19,11 +19,21 @@ LAYER_TYPES = ("full_attention", "linear_attention")
 PROBE = "What is 2 + 3?"
 
 
+def text_config(config: dict) -> dict:
+    """The decoder's part of a config.json: `text_config` where a multimodal snapshot nests it, else all of it."""
+    return config.get("text_config") or config
+
+
+def has_linear_attention_layers(config: dict) -> bool:
+    """Whether a config.json's decoder has Gated DeltaNet (linear-attention) layers, as Qwen3.5's do."""
+    return "linear_attention" in (text_config(config).get("layer_types") or [])
+
+
 def describe_snapshot(path: str | Path) -> dict:
     """Architecture, model types, layer types and tower of the snapshot's config.json."""
     root = Path(path)
     config = json.loads((root / "config.json").read_text())
-    text = config.get("text_config") or config
+    text = text_config(config)
     layers = text.get("layer_types") or ["full_attention"] * int(text.get("num_hidden_layers", 0))
     unknown = sorted(set(layers) - set(LAYER_TYPES))
     if unknown:

@@ -23,6 +23,7 @@ from apsft_dagster.core.config import VLLM_CPU_HEAD_DIMS, Compute, Sampling, Vll
 from apsft_dagster.core.engines.base import Completion, GenerationRequest
 from apsft_dagster.core.engines.memory import free_memory
 from apsft_dagster.core.errors import ModelDirectoryError
+from apsft_dagster.core.snapshot import has_linear_attention_layers, text_config
 
 
 # What the snapshot decides, recorded with the engine's identity (core/evaluation/generations.py).
@@ -70,12 +71,11 @@ def snapshot_choices(config: Mapping, compute: Compute, nvcc: str | None) -> dic
     nvcc). On CPU nothing: vLLM's CPU build runs its own GDN kernel (`forward_cpu`) whatever the
     setting, and is given no CUDA-only argument.
     """
-    text = config.get("text_config") or config
     choices = {}
     if "vision_config" in config or any(a.endswith("ForConditionalGeneration")
                                         for a in config.get("architectures") or []):
         choices["language_model_only"] = True
-    if compute.device == "cuda" and "linear_attention" in (text.get("layer_types") or []):
+    if compute.device == "cuda" and has_linear_attention_layers(config):
         choices["gdn_prefill_backend"] = "flashinfer" if nvcc else "triton"
     return choices
 
@@ -96,8 +96,7 @@ def find_nvcc() -> str | None:
 
 def snapshot_vocab(path: str | Path) -> int:
     """The snapshot's vocabulary rows (the LM head's width: what one prompt log-prob row spans)."""
-    config = read_snapshot_config(path)
-    text = config.get("text_config") or config
+    text = text_config(read_snapshot_config(path))
     if "vocab_size" not in text:
         raise ModelDirectoryError(f"{Path(path) / 'config.json'}: no vocab_size (absent or without one)")
     return int(text["vocab_size"])
@@ -110,8 +109,7 @@ def engine_choices(arguments: Mapping) -> dict:
 def snapshot_head_dim(path: str | Path) -> int:
     """The attention head size of a snapshot's decoder (`text_config` where the snapshot nests it)."""
     config_file = Path(path) / "config.json"
-    config = json.loads(config_file.read_text())
-    text = config.get("text_config") or config
+    text = text_config(json.loads(config_file.read_text()))
     if text.get("head_dim"):
         return int(text["head_dim"])
     try:

@@ -18,6 +18,7 @@ from apsft_dagster.core.engines.vllm_memory import (GIB, contexts, headroom, log
                                                    scoring_token_cap)
 from apsft_dagster.core.errors import DeviceError
 from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT, local_model_dir
+from apsft_dagster.core.snapshot import text_config
 from apsft_dagster.core.training.lora import architecture_key
 
 # torch.cuda.get_device_properties(0).total_memory, as OOM messages print it ("GPU 0 has a total
@@ -66,7 +67,7 @@ def linear_params(text: dict) -> int:
 
 
 def text_params(config: dict) -> int:
-    text = config.get("text_config") or config
+    text = text_config(config)
     tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
     embeddings = text["vocab_size"] * text["hidden_size"] * (1 if tied else 2)
     small = sum(layer_small(text, kind) for kind in layer_kinds(text))
@@ -86,7 +87,7 @@ def vision_params(config: dict) -> int:
 
 
 def lora_params(config: dict, targets: list[str], rank: int) -> int:
-    text = config.get("text_config") or config
+    text = text_config(config)
     return sum(rank * (a + b) for kind in layer_kinds(text)
                for name, (a, b) in layer_linears(text, kind).items() if name in targets)
 
@@ -101,10 +102,6 @@ def model_config(config) -> tuple[dict | None, str]:
         return json.loads(snapshot.read_text()), str(snapshot)
     registered = f"{REGISTERED_CONFIG.relative_to(PROJECT_ROOT)}, the registered Qwen3.5-4B"
     return json.loads(REGISTERED_CONFIG.read_text()), f"{registered} (no snapshot at {snapshot})"
-
-
-def model_text(model: dict) -> dict:
-    return model.get("text_config") or model
 
 
 def _row(stage: str, resident: str, resident_bytes: int, vllm_bytes: int | None, step: str, step_bytes: int,
@@ -139,7 +136,7 @@ def hf_row(stage: str, total: int, resident: tuple[int, str], step: tuple[int, s
 
 
 def training_row(config, model: dict, total: int) -> dict:
-    t, text, width = config.training, model_text(model), DTYPE_BYTES[config.compute.dtype]
+    t, text, width = config.training, text_config(model), DTYPE_BYTES[config.compute.dtype]
     nf4 = config.compute.quantization == "nf4"
     linear, rest = linear_params(text), text_params(model) - linear_params(text)
     weights = int(linear * NF4_BYTES) + rest * width if nf4 else (linear + rest) * width
@@ -156,7 +153,7 @@ def training_row(config, model: dict, total: int) -> dict:
 
 def memory_plan(config, model: dict, total: int) -> list[dict]:
     """One row per engine stage on a device of `total` bytes (see the module doc)."""
-    text, width, limit = model_text(model), DTYPE_BYTES[config.compute.dtype], config.harvest.record_limit
+    text, width, limit = text_config(model), DTYPE_BYTES[config.compute.dtype], config.harvest.record_limit
     size = text_params(model) * width
     weights = (size, f"{config.compute.dtype} text weights {size / GIB:.2f} GiB")
     reference = hf_row("parity gate: reference", total, weights, (limit * 3 * text["intermediate_size"] * width,
@@ -176,7 +173,7 @@ def memory_plan(config, model: dict, total: int) -> list[dict]:
 
 def memory_notes(config, model: dict, source: str, total: int) -> list[str]:
     """Where each figure comes from, and what the parity gate's turns save."""
-    text, width, v = model_text(model), DTYPE_BYTES[config.compute.dtype], config.vllm
+    text, width, v = text_config(model), DTYPE_BYTES[config.compute.dtype], config.vllm
     weights, vocab, limit = text_params(model) * width, text["vocab_size"], config.harvest.record_limit
     notes = [f"model: {source}: text model {text_params(model):,} parameters ({weights / GIB:.2f} GiB in "
              f"{config.compute.dtype}), vision tower {vision_params(model):,} (neither Transformers' causal LM nor "
