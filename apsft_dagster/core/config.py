@@ -19,34 +19,9 @@ import yaml
 from pydantic import PrivateAttr, ValidationError, model_validator
 
 from apsft_dagster.core.config_sections import (  # the sections, importable from here as before
-    ARCHITECTURES,
-    KNOWN_FAMILIES,
-    KNOWN_LEVELS,
-    VLLM_CPU_HEAD_DIMS,
-    Compute,
-    Embedded,
-    Evaluation,
-    Harvest,
-    LinearAttention,
-    LoopThresholds,
-    Lora,
-    LossWeights,
-    Merge,
-    ModelSpec,
-    Probe,
-    Rollouts,
-    Sampling,
-    Scoring,
-    Seeds,
-    Selection,
-    Split,
-    StageB,
-    Strict,
-    Tasks,
-    Throughput,
-    Training,
-    Vision,
-    Vllm,
+    ARCHITECTURES, KNOWN_FAMILIES, KNOWN_LEVELS, VLLM_CPU_HEAD_DIMS, Compute, Embedded, Evaluation, Harvest,
+    LinearAttention, LoopThresholds, Lora, LossWeights, Merge, ModelSpec, Probe, Rollouts, Sampling, Scoring, Seeds,
+    Selection, Split, StageB, Strict, Tasks, Throughput, Training, Vision, Vllm, late_defaults_dropped,
 )
 from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.gpu_settings import Gpu
@@ -145,7 +120,8 @@ class Config(Strict):
         """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (UNSEALED_SECTIONS,
         the sibling systems' sections, the plan's envelopes and the GPU's kernel choice, left out)."""
         unsealed = {*UNSEALED_SECTIONS, *(["rehearsal"] if self.rehearsal is None else [])}  # a registered profile's
-        return hashlib.sha256(canonical_json(self.model_dump(mode="json", exclude=unsealed))).hexdigest()  # as before
+        body = late_defaults_dropped(self.model_dump(mode="json", exclude=unsealed))  # as before
+        return hashlib.sha256(canonical_json(body)).hexdigest()
 
     @property
     def registered(self) -> Config:

@@ -25,6 +25,23 @@ KNOWN_FAMILIES = tuple(BUILDERS)  # the family registry (core/tasks/__init__.py)
 KNOWN_LEVELS = tuple(STEPS_BY_LEVEL)  # the levels the builders know (core/tasks/base.py)
 
 
+# Sealed fields added after receipts existed, each with its default: the digest leaves one out while it holds that
+# default, so a profile that does not set it keeps its digest and every receipt (Config.digest, `late_defaults_dropped`).
+LATE_FIELDS: dict[str, object] = {}
+
+
+def late_defaults_dropped(body: dict) -> dict:
+    """`body` (a config's JSON form) without the LATE_FIELDS that hold their default."""
+    for dotted, default in LATE_FIELDS.items():
+        *parents, leaf = dotted.split(".")
+        node = body
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and leaf in node and node[leaf] == default:
+            del node[leaf]
+    return body
+
+
 class Strict(BaseModel):
     """Every section: unknown keys refused, no type coercion, no infinite or NaN number, frozen once loaded."""
 
