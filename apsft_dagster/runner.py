@@ -1,7 +1,8 @@
 """The one stage runner: every wing's stages run through it (`apsft run`, the sibling commands, the tests).
 
 Each stage is one job; a partitioned stage runs its selected partitions as single runs over
-contiguous key ranges. A stage stops the sequence when a run fails or a check fails. Outcomes
+contiguous key ranges. A stage stops the sequence when a run fails or an ERROR check fails (a
+failed WARN check is recorded and listed, and the sequence goes on: docs/PROTOCOL.md §6). Outcomes
 are read back from the instance's event log, the same whether the run executed in this process
 or, for an engine stage on a GPU, in a child process (so its memory returns to the device).
 Alerts for each finished run follow the sensors' rules (`sensors.rules.run_alerts`).
@@ -32,6 +33,8 @@ class StageOutcome:
     run_ids: list[str] = field(default_factory=list)
     success: bool = True
     checks: list[tuple[str, str, bool]] = field(default_factory=list)  # (asset, check, passed)
+    recorded: list[tuple[str, str]] = field(default_factory=list)  # failed WARN checks: listed, never a stop
+    notes: dict[str, str] = field(default_factory=dict)  # "asset:check" -> a failed check's description
     materialized: dict[str, int] = field(default_factory=dict)  # asset -> materializations (partitions)
     figures: dict[str, dict] = field(default_factory=dict)  # asset -> numeric metadata of its last materialization
     alerts: list[dict] = field(default_factory=list)
@@ -40,7 +43,7 @@ class StageOutcome:
 
     @property
     def ok(self) -> bool:
-        return self.success and all(passed for _, _, passed in self.checks)
+        return self.success and sum(not passed for *_, passed in self.checks) == len(self.recorded)
 
 
 def key_ranges(keys: Sequence[str], all_keys: Sequence[str]) -> list[list[str]]:
@@ -115,10 +118,11 @@ def run_wing_partition(stages: Sequence[Stage], partitions: str, key: str,
                        on_stage: Callable[[StageOutcome], None] = lambda outcome: None) -> bool:
     """`run_partition` on this machine's instance with the merged definitions; False, after saying
     where it stopped, when a run or a check failed (the sibling wings' commands)."""
-    from apsft_dagster.core.paths import ensure_dagster_home
+    from apsft_dagster.core.paths import ensure_dagster_home, store_root
     from apsft_dagster.definitions import defs  # the definitions load only when a wing runs
+    from apsft_dagster.profile import definitions_config
 
-    ensure_dagster_home()
+    ensure_dagster_home(store_root(definitions_config().profile))  # the instance of the store the wing writes
     outcomes = run_partition(defs, dg.DagsterInstance.get(), stages, partitions, key, on_stage=on_stage)
     if not all(o.ok for o in outcomes):
         print(f"apsft: {key} stopped at {outcomes[-1].job}; `apsft ui` shows the failed run or check", file=sys.stderr)
@@ -222,7 +226,12 @@ def _collect(instance: dg.DagsterInstance, run_id: str, outcome: StageOutcome) -
     outcome.success &= instance.get_run_by_id(run_id).status == dg.DagsterRunStatus.SUCCESS
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
         e = entry.dagster_event.asset_check_evaluation_data
-        outcome.checks.append((e.asset_key.to_user_string(), e.check_name, e.passed))
+        asset = e.asset_key.to_user_string()
+        outcome.checks.append((asset, e.check_name, e.passed))
+        if not e.passed and e.severity == dg.AssetCheckSeverity.WARN:
+            outcome.recorded.append((asset, e.check_name))
+        if not e.passed and e.description:
+            outcome.notes[f"{asset}:{e.check_name}"] = e.description
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION):
         m = entry.dagster_event.event_specific_data.materialization
         key = m.asset_key.to_user_string()

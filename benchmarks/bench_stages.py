@@ -97,7 +97,7 @@ class Bench:
         return [(x, "", y)] + [(x, z, y) for z in self.traces[task.task_id].sort("trace_id")["thought"]]
 
     def scoring(self) -> int:
-        instrument = ReferenceInstrument(self.model, self.tok)
+        instrument = ReferenceInstrument(self.model, self.tok, self.config.scoring.reference_batch_tokens)
         for t in self.tasks:
             score_task(instrument, t.prompt, t.answer, self.traces[t.task_id])
         return self._record_tokens
@@ -112,9 +112,10 @@ class Bench:
         from apsft_dagster.core.scoring import batches_by_length
 
         base = getattr(self.model, self.model.base_model_prefix)
+        limit = self.config.scoring.reference_batch_tokens or 1  # 1: every record alone, as the instrument runs it
         for t in self.tasks:
             records = [locate_spans(self.tok, *item).input_ids for item in self._items(t)]
-            for batch in batches_by_length([len(r) for r in records], 8192):
+            for batch in batches_by_length([len(r) for r in records], limit):
                 width = max(len(records[i]) for i in batch)
                 ids = torch.tensor([records[i] + [self.tok.pad_token_id] * (width - len(records[i])) for i in batch])
                 base(input_ids=ids)

@@ -12,6 +12,7 @@ import pytest
 import yaml
 
 from apsft_dagster.core.config import UNSEALED_SECTIONS, canonical_json, load_config
+from apsft_dagster.core.config_sections import late_defaults_dropped
 from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.paths import CONFIG_DIR
 from apsft_dagster.core.rehearsal import LABEL, TRIGGER_FIELDS
@@ -35,7 +36,7 @@ def test_a_registered_profiles_digest_does_not_bind_the_absent_rehearsal_key():
     laptop = load_config("laptop")
     dump = laptop.model_dump(mode="json", exclude=set(UNSEALED_SECTIONS))
     assert dump.pop("rehearsal") is None
-    assert laptop.digest == hashlib.sha256(canonical_json(dump)).hexdigest()
+    assert laptop.digest == hashlib.sha256(canonical_json(late_defaults_dropped(dump))).hexdigest()
 
 
 def test_every_rehearsal_line_says_it_is_one_and_the_registered_value():

@@ -65,7 +65,7 @@ def dagster_home(tmp_path, monkeypatch):
     monkeypatch.setenv("APSFT_PROFILE", "smoke")
     monkeypatch.setenv("APSFT_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("APSFT_STORE_DIR", str(tmp_path / "store"))
-    ensure_dagster_home()
+    ensure_dagster_home(tmp_path / "store")
     with dg.DagsterInstance.get() as instance:
         yield instance
 

@@ -65,7 +65,8 @@ class Experiment(ExperimentResource):
 
     def config(self):
         return types.SimpleNamespace(compute=types.SimpleNamespace(device=self.device), profile="fake",
-                                     harvest=types.SimpleNamespace(backend=self.backend), vllm="vllm-section")
+                                     harvest=types.SimpleNamespace(backend=self.backend), vllm="vllm-section",
+                                     scoring=types.SimpleNamespace(reference_batch_tokens=None))
 
     def store(self):
         return None

@@ -1,4 +1,4 @@
-"""Alert records for failed ERROR checks and failed runs: one JSON line each, optionally POSTed.
+"""Alert records for failed checks and failed runs: one JSON line each, optionally POSTed.
 
 The JSONL file in the state folder is the durable record; the webhook is best effort, and its
 outcome is written into the same line so the file alone tells whether anyone was notified.

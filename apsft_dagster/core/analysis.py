@@ -56,6 +56,13 @@ def family_macro(rows: pl.DataFrame) -> float:
     return float(rows.group_by("family").agg(pl.col("correct").mean()).sort("family")["correct"].mean())
 
 
+def shortest_leads(acc: dict[str, float]) -> bool:
+    """SHORTEST_BANKING_LEADS, the seed's "shortest-natural is the strongest trace arm": every arm is a trace arm
+    (base is not one), so its core-IID accuracy is above each of the five others'. Strictly (project choice): at a
+    tie for the top no arm is the strongest, and ties never favour shortest_natural, as in the baseline's order."""
+    return all(acc[SHORTEST] > acc[a] + EPS for a in ARMS if a != SHORTEST)
+
+
 def stage_a_decision(results: pl.DataFrame, *, n_resamples: int = 10_000, seed: int = 0,
                      thresholds: StageB | None = None, confidence: float = 0.95) -> dict:
     """The strongest baseline, every trigger condition of each potential arm, the verdict."""
@@ -91,5 +98,5 @@ def stage_a_decision(results: pl.DataFrame, *, n_resamples: int = 10_000, seed: 
     triggered = [arm for arm in POTENTIAL if conditions[arm]["triggered"]]
     return {"accuracy": acc, "strongest_baseline": baseline, "conditions": conditions, "triggered": triggered,
             "verdict": STAGE_B if triggered else NEGATIVE,
-            "shortest_leads": all(acc[SHORTEST] > acc[a] + EPS for a in ARMS if a != SHORTEST),
+            "shortest_leads": shortest_leads(acc),
             "thresholds": thresholds.model_dump(), "n_resamples": n_resamples, "seed": seed, "confidence": confidence}

@@ -25,9 +25,10 @@ KNOWN_FAMILIES = tuple(BUILDERS)  # the family registry (core/tasks/__init__.py)
 KNOWN_LEVELS = tuple(STEPS_BY_LEVEL)  # the levels the builders know (core/tasks/base.py)
 
 
-# Sealed fields added after receipts existed, each with its default: the digest leaves one out while it holds that
-# default, so a profile that does not set it keeps its digest and every receipt (Config.digest, `late_defaults_dropped`).
-LATE_FIELDS: dict[str, object] = {}
+# Sealed fields added after receipts existed, each with its default: the digest leaves one out while it holds
+# that default, so a profile that does not set it keeps its digest and every receipt (`late_defaults_dropped`).
+LATE_FIELDS: dict[str, object] = {"scoring.on_failed_gate": "reference",
+                                   "scoring.reference_batch_tokens": 8192}
 
 
 def late_defaults_dropped(body: dict) -> dict:
@@ -197,6 +198,12 @@ class Scoring(Strict):
     instrument: Literal["reference", "fast"]
     parity_threshold: PosFloat
     calibration_traces: PosInt
+    # what a failed gate does with `instrument: fast` (core/parity.py `scoring_instrument`): the reference scores
+    # the bank, or the run stops; the fast instrument never scores after a failed gate
+    on_failed_gate: Literal["reference", "stop"] = "reference"
+    # the reference instrument's batching (core/instruments.py): null, one record per forward and no padding (the
+    # registered instrument); a number, right-padded batches of at most that many tokens (smoke's project choice)
+    reference_batch_tokens: PosInt | None = 8192
 
 
 class Rollouts(Strict):

@@ -1,7 +1,9 @@
 """Scoring instruments behind one interface: `score(items) -> [dict]` with score_trace's keys.
 
-- ReferenceInstrument: `score_trace`'s computation, many records per forward (`score_traces`:
-  right padding, no mask, records of similar length together): the instrument of record.
+- ReferenceInstrument: `score_trace`'s computation, the instrument of record. `batch_tokens=None`: one
+  record per forward, no padding (the registered instrument: `full`); a number: many records per forward
+  (`score_traces`: right padding, no mask, records of similar length together; smoke's project choice,
+  `scoring.reference_batch_tokens`, docs/PROTOCOL.md section 6).
 - BatchedInstrument: left-padded batches with explicit position ids; allowed for bulk scoring only
   after the parity gate passes (batch-sensitive numerics are exactly what the gate measures).
 - The vLLM prompt-logprob instrument lives in `engines/vllm_scoring.py` (CUDA vLLM or CPU vLLM in
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 import torch
 
 from apsft_dagster.core.protocol import locate_spans
-from apsft_dagster.core.scoring import score_traces
+from apsft_dagster.core.scoring import score_trace, score_traces
 
 Item = tuple[str, str, str]  # (formatted prompt, thought, answer with its leading space)
 
@@ -23,11 +25,13 @@ Item = tuple[str, str, str]  # (formatted prompt, thought, answer with its leadi
 class ReferenceInstrument:
     name = "reference"
 
-    def __init__(self, model, tokenizer):
-        self.model, self.tokenizer = model, tokenizer
+    def __init__(self, model, tokenizer, batch_tokens: int | None = None):
+        self.model, self.tokenizer, self.batch_tokens = model, tokenizer, batch_tokens
 
     def score(self, items: Sequence[Item]) -> list[dict]:
-        return score_traces(self.model, self.tokenizer, items)
+        if self.batch_tokens is None:  # single context, batch of one, no padding
+            return [score_trace(self.model, self.tokenizer, *item) for item in items]
+        return score_traces(self.model, self.tokenizer, items, self.batch_tokens)
 
 
 class BatchedInstrument:

@@ -5,7 +5,8 @@ visited round-robin in order and each contributes its eligible traces in the ord
 hash of the trace id, until `n` traces are chosen. For each of answer likelihood, joint
 likelihood, both empty baselines and both gains (mean nats per token), the metric is the max
 absolute difference between the instruments over the calibration traces (the mean is recorded
-beside it); the gate passes when every metric is <= the frozen threshold.
+beside it); the gate passes when every metric is <= the frozen threshold. Which instrument then
+scores the bank, and why, is `scoring_instrument`'s one rule.
 """
 
 from __future__ import annotations
@@ -59,15 +60,58 @@ def parity_report(reference: list[dict], fast: list[dict], threshold: float) -> 
             "passed": all(v <= threshold for v in metrics.values()), "traces": len(reference)}
 
 
-def require_parity(report: dict | None, instrument: str) -> None:
-    """Fail closed: the fast instrument needs a passed gate; the reference never does."""
-    if instrument == "reference":
-        return
+def gate_finding(report: dict) -> str:
+    """The gate's worst metric against its threshold, e.g. `joint_gain 0.692447 > 0.15` (six significant
+    digits: a gap of 1.02e-06 against a threshold of 1e-12 reads as such, not as 0.000001)."""
+    value, threshold = report["worst_value"], report["threshold"]
+    return f"{report['worst_metric']} {value:.6g} {'<=' if value <= threshold else '>'} {threshold}"
+
+
+def scoring_instrument(report: dict | None, config) -> tuple[str, str]:
+    """(the instrument that scores the bank, why) under docs/PROTOCOL.md §6, from the gate's receipt
+    (None: none yet) and the config. The reference needs no gate: a failed one is recorded and scoring
+    goes on, as the registered run went on after its gate failed at 0.692 > 0.15. The fast instrument
+    scores only after a passed gate; after a failed one the reference scores, or with
+    `scoring.on_failed_gate: stop` a ParityError stops the run. Never the fast one after a failed gate."""
+    scoring = config.scoring
+    if scoring.instrument == "reference":
+        if report is None or report["passed"]:
+            return "reference", "reference (configured)"
+        return "reference", ("reference (configured; the fast instrument failed its parity gate: "
+                             f"{gate_finding(report)})")
     if report is None:
         raise ParityError("scoring.instrument is 'fast' but no parity gate receipt exists; "
                           "materialize parity_gate first")
-    if not report["passed"]:
+    if report["passed"]:
+        return "fast", f"fast (configured; it passed its parity gate: worst {gate_finding(report)})"
+    if scoring.on_failed_gate == "stop":
         raise ParityError(
             f"parity gate failed: {report['worst_metric']} differs by {report['worst_value']:.6f} nats/token "
-            f"(> {report['threshold']}); the fast instrument may not score the bank. Set "
-            "scoring.instrument: reference (a dated amendment) — the threshold is frozen")
+            f"(> {report['threshold']}); the fast instrument may not score the bank, and scoring.on_failed_gate is "
+            "stop. Ways out: scoring.on_failed_gate: reference or scoring.instrument: reference, each a dated "
+            "amendment (`apsft amend`); the threshold is frozen")
+    return "reference", (f"reference (the fast instrument failed its parity gate: {gate_finding(report)}; "
+                         "scoring.on_failed_gate: reference)")
+
+
+def gate_outcome(report: dict, config) -> tuple[bool, str]:
+    """(whether a failed gate stops the run, the line its check and `apsft run` show) for a gate's receipt."""
+    try:
+        name, reason = scoring_instrument(report, config)
+    except ParityError as error:
+        return True, str(error)
+    if report["passed"]:
+        return False, f"passed; scoring instrument: {reason}"
+    return False, f"recorded: {gate_finding(report)}; scoring continues on the {name} instrument"
+
+
+def verdict_scoring(report: dict, config) -> dict | None:
+    """What the verdict document states about scoring after a failed gate: the instrument that scored
+    the bank, why, and the gate's worst metric. None after a passed gate (the configured instrument
+    scored, as the report says), so such a document keeps the bytes it had before this entry existed."""
+    if report["passed"]:
+        return None
+    name, reason = scoring_instrument(report, config)
+    return {"instrument": name, "reason": reason, "parity_gate": {
+        "passed": False, "worst_metric": report["worst_metric"], "worst_value": report["worst_value"],
+        "threshold": report["threshold"]}}

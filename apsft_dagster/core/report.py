@@ -13,10 +13,12 @@ import polars as pl
 
 from apsft_dagster.core import amendments, report_plots
 from apsft_dagster.core.config import Config
+from apsft_dagster.core.evaluation.summary import base_accuracy_informative, base_accuracy_note
 from apsft_dagster.core.layout import (EVIDENCE_SEAL, PARITY_GATE, SFT_MANIFEST, STAGE_A_DECISION, STAGE_B_DECISION,
                                        TRACE_BANK,
                                        adapter_report, arm_rows, eval_table, merged_report, probe_report,
                                        stage_b_sample_table, stage_b_table, summary_file)
+from apsft_dagster.core.parity import scoring_instrument
 from apsft_dagster.core.selection.arms import ARMS, arms_with
 from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.store import Store
@@ -91,10 +93,12 @@ def _status(config: Config, f: dict) -> list[str]:
             "## Status and verdict", "",
             f"- Final verdict: {labelled(bold(final['final_verdict']), final)} ({final['rule']})",
             *_rehearsal(final),
+            *([f"- Scoring instrument: {final['scoring']['reason']}"] if "scoring" in final else []),  # a failed gate
             f"- Stage A verdict: {labelled(bold(f['analysis']['verdict']), final)} (strongest trace baseline: "
             f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
             f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
             "(shortest_natural strictly above every other arm on core IID)",
+            _base_accuracy(f),
             _detectable(f),
             "- Stage B: " + (f"triggered for {final['plan']['winner']} against {final['plan']['baseline']}"
                              if final["plan"]["triggered"] else
@@ -118,6 +122,13 @@ def _rehearsal(final: dict) -> list[str]:
             f"registered thresholds Stage A's verdict is **{r['registered_verdict']}**"]
 
 
+def _base_accuracy(f: dict) -> str:
+    """The base_accuracy_informative check, a warning: the verdict above stands either way (section 13)."""
+    base = f["figures"][BASE][f"{PRIMARY}_accuracy"]
+    verdict = "passed" if base_accuracy_informative(base) else "**warning**"
+    return f"- Base accuracy check: {verdict}, {base_accuracy_note(base)}"
+
+
 def _detectable(f: dict) -> str:
     """The minimum detectable effect of each potential arm's paired comparison, beside the verdict."""
     decision = f["decision"]
@@ -129,12 +140,15 @@ def _detectable(f: dict) -> str:
 
 
 def _harvest_and_parity(config: Config, f: dict) -> list[str]:
+    """The gate's worst metric against its threshold; the instrument that scored the bank, with the reason
+    when the gate failed (a passed gate keeps the line it always had: the configured instrument scored)."""
     funnel, parity = f["funnel"], f["parity"]
+    scored = config.scoring.instrument if parity["passed"] else scoring_instrument(parity, config)[1]
     return ["## Harvest funnel", "", *_table([funnel | {"excluded_tasks": len(funnel["excluded_tasks"])}]), "",
             "## Parity gate", "",
             f"Worst metric {parity['worst_metric']} = {_f(parity['worst_value'], 6)} against threshold "
             f"{parity['threshold']}: {'passed' if parity['passed'] else 'failed'} "
-            f"(scoring instrument: {config.scoring.instrument}).", ""]
+            f"(scoring instrument: {scored}).", ""]
 
 
 def _selection(config: Config, f: dict) -> list[str]:

@@ -12,7 +12,8 @@ from apsft_dagster.resources.experiment import ExperimentResource
 
 
 class ScoringResource(dg.ConfigurableResource):
-    """`instrument("reference")`: single-context scoring of record. `instrument("fast")`: batched
+    """`instrument("reference")`: single-context scoring of record (batched as `scoring.reference_batch_tokens`
+    says: null, one record per forward). `instrument("fast")`: batched
     Transformers, or vLLM prompt log-probs when `harvest.backend` is vllm. Device and dtype come
     from the profile (`compute`); both instruments are built on first use and kept for the run,
     except on CUDA with vLLM (`one_instrument_resident`): building one releases the other first
@@ -71,5 +72,6 @@ class ScoringResource(dg.ConfigurableResource):
             path = str(base_model_path(config, self.experiment.store()))
             return VllmInstrument(path, config.compute, config.vllm)
         model, tokenizer, _ = self._model()
-        return ReferenceInstrument(model, tokenizer) if name == "reference" else BatchedInstrument(
-            model, tokenizer, self.batch_size)
+        if name == "reference":  # batch of one where the profile keeps the registered instrument (`full`)
+            return ReferenceInstrument(model, tokenizer, config.scoring.reference_batch_tokens)
+        return BatchedInstrument(model, tokenizer, self.batch_size)

@@ -23,7 +23,7 @@ def _alert(context) -> dg.SkipReason:
         return dg.SkipReason(f"{head}: started by `apsft run`, which applied these alert rules when it ended")
     delivered = [deliver(alert) for alert in run_alerts(context.instance, run.run_id)]
     if not delivered:
-        return dg.SkipReason(f"{head}: no alert (no failed ERROR check, no failure)")
+        return dg.SkipReason(f"{head}: no alert (no failed check, no failure)")
     kinds = ", ".join(f"{n} {kind}" for kind, n in sorted(Counter(a["kind"] for a in delivered).items()))
     return dg.SkipReason(f"{head}: {len(delivered)} alert{'s' if len(delivered) > 1 else ''} delivered ({kinds})")
 
@@ -31,7 +31,7 @@ def _alert(context) -> dg.SkipReason:
 @dg.run_status_sensor(run_status=dg.DagsterRunStatus.SUCCESS, minimum_interval_seconds=30,
                       default_status=dg.DefaultSensorStatus.RUNNING)
 def asset_check_alert_sensor(context: dg.RunStatusSensorContext) -> dg.SkipReason:
-    """A run can succeed and still carry failed ERROR checks (a non-blocking check)."""
+    """A run can succeed and still carry failed checks (a WARN check, or an ERROR one not blocking)."""
     return _alert(context)
 
 

@@ -10,14 +10,15 @@ from apsft_dagster.core.alerts import check_failure_record, first_line, run_fail
 
 
 def failed_check_alerts(instance: dg.DagsterInstance, run_id: str) -> list[dict]:
-    """Alerts for the run's failed ERROR-severity check evaluations (passed and WARN ones are not).
+    """Alerts for the run's failed check evaluations, ERROR and WARN alike (a failed WARN check is
+    recorded while its run goes on, as the parity gate's with the reference instrument: its alert is its record).
 
     Read per run: the default SQLite event log is sharded by run, so a global event cursor is
     not available there; run status sensors already visit every finished run exactly once."""
     alerts = []
     for entry in instance.all_logs(run_id, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION):
         evaluation = entry.dagster_event.asset_check_evaluation_data
-        if evaluation.passed or evaluation.severity != dg.AssetCheckSeverity.ERROR:
+        if evaluation.passed:
             continue
         alerts.append(check_failure_record(
             asset_key=evaluation.asset_key.to_user_string(), check_name=evaluation.check_name,
@@ -47,7 +48,7 @@ def run_failure_alert(instance: dg.DagsterInstance, run_id: str) -> dict:
 
 
 def run_alerts(instance: dg.DagsterInstance, run_id: str) -> list[dict]:
-    """Every alert a finished run raises: the run itself if it failed, then its failed ERROR checks
+    """Every alert a finished run raises: the run itself if it failed, then its failed checks
     (a failed blocking check fails its run; a non-blocking one leaves it successful)."""
     run = instance.get_run_by_id(run_id)
     head = [run_failure_alert(instance, run_id)] if run.status == dg.DagsterRunStatus.FAILURE else []

@@ -14,6 +14,7 @@ def print_stage(outcome) -> None:
     if outcome.skipped:
         figures = ["nothing to run (no partition asked for at run time)"]
     checks = f"checks {passed}/{len(outcome.checks)}" if outcome.checks else "no checks"
+    figures += [f"{asset}:{name} failed (recorded)" for asset, name in outcome.recorded]
     print(f"  {outcome.job:<30} {status:<6} {outcome.seconds:7.1f} s  {checks:<13} {'; '.join(figures)}", flush=True)
 
 
@@ -23,12 +24,14 @@ def _short(value) -> str:
 
 def _verdict(store: str, failed: list) -> None:
     """After a run that reached the end: the verdict and where the report is."""
-    from apsft_dagster.core.layout import REPORT_MARKDOWN
+    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_B_DECISION
     from apsft_dagster.core.object_store import open_store
 
     s = open_store(store)
     if not failed and (line := verdict_line(s)):
         print(f"  verdict: {line}")
+        if scoring := s.get_json(STAGE_B_DECISION).get("scoring"):  # a failed parity gate, stated with the verdict
+            print(f"  scoring instrument: {scoring['reason']}")
         print(f"  report: {s.path(REPORT_MARKDOWN)}")
 
 
@@ -61,12 +64,17 @@ def summary(outcomes: list, stages: list, store: str) -> int:
     skipped = sum(o.skipped for o in outcomes)
     print(f"apsft run: {len(outcomes) - len(failed)}/{len(stages)} stages succeeded"
           + (f" ({skipped} with nothing to run)" if skipped else "")
-          + f" in {sum(o.seconds for o in outcomes):.0f} s; checks {sum(p for *_, p in checks)}/{len(checks)} passed")
+          + f" in {sum(o.seconds for o in outcomes):.0f} s; checks {sum(p for *_, p in checks)}/{len(checks)} passed"
+          + (f" ({recorded} failed, recorded)" if (recorded := sum(len(o.recorded) for o in outcomes)) else ""))
+    for outcome in outcomes:  # failed WARN checks, each with its description: the run went on
+        for asset, name in outcome.recorded:
+            print(f"  {asset}:{name} failed ({outcome.notes.get(f'{asset}:{name}', 'recorded; the run went on')})")
     for outcome in failed:
         print(f"  FAILED {outcome.job} (runs {', '.join(outcome.run_ids)})")
         for asset, name, passed in outcome.checks:
-            if not passed:
-                print(f"    check {asset}:{name} failed")
+            if not passed and (asset, name) not in outcome.recorded:
+                note = outcome.notes.get(f"{asset}:{name}")
+                print(f"    check {asset}:{name} failed" + (f": {note}" if note else ""))
     alerts = [a for o in outcomes for a in o.alerts]
     if alerts:
         from apsft_dagster.core.alerts import alert_path

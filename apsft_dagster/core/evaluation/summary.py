@@ -94,6 +94,19 @@ def conditions_table(decision: dict) -> pl.DataFrame:
                          for arm, c in decision["conditions"].items()])
 
 
-def base_accuracy_informative(base_accuracy: float, low: float = 0.05, high: float = 0.95) -> bool:
+INFORMATIVE = (0.05, 0.95)  # base core-IID accuracy strictly inside: a project addition, never a stop (section 13)
+
+
+def base_accuracy_informative(base_accuracy: float, low: float = INFORMATIVE[0], high: float = INFORMATIVE[1]) -> bool:
     """Base core-IID accuracy strictly inside (low, high): the comparison can move either way."""
     return low < base_accuracy < high
+
+
+def base_accuracy_note(base_accuracy: float) -> str:
+    """The check's reading in words: inside the range, or why a verdict read here may say little."""
+    low, high = INFORMATIVE
+    if base_accuracy_informative(base_accuracy):
+        return f"base core-IID accuracy {base_accuracy:.4f} is inside ({low:.0%}, {high:.0%}): the comparison can move"
+    where = "floor" if base_accuracy <= low else "ceiling"
+    return (f"base core-IID accuracy {base_accuracy:.4f} is outside ({low:.0%}, {high:.0%}): at a {where} the "
+            "comparison can hardly move, so the verdict stands but may be uninformative")

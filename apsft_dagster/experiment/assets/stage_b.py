@@ -15,9 +15,11 @@ from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks
 from apsft_dagster.core.evaluation.models import generate_into, model_of
 from apsft_dagster.core.evaluation.parse import sample_table
 from apsft_dagster.core.evaluation.tables import parsed_table, sample_problems, table_figures
-from apsft_dagster.core.layout import STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN, TASK_CATALOG, eval_generations
+from apsft_dagster.core.layout import (PARITY_GATE, STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN, TASK_CATALOG,
+                                       eval_generations)
 from apsft_dagster.core.layout import stage_b_generations as generations_name
 from apsft_dagster.core.layout import stage_b_sample_table, stage_b_samples, stage_b_table
+from apsft_dagster.core.parity import scoring_instrument, verdict_scoring
 from apsft_dagster.core.rehearsal import labelled
 from apsft_dagster.core.stage_b import (analyze, final_verdict, parsed_tables, plan, planned, released_policies,
                                       sample_seeds)
@@ -176,6 +178,9 @@ def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
     else:
         verdict, rule = final_verdict(analysis["verdict"], None, None, None)
         document |= {"final_verdict": verdict, "rule": rule}
+    gate = store.get_json(PARITY_GATE)
+    if scoring := verdict_scoring(gate, config):  # after a failed gate: which instrument scored the bank, and why
+        document["scoring"] = scoring
     digest = store.put_json(STAGE_B_DECISION, document)
     released = released_policies(store, config, stage_b)
     verdict = labelled(document["final_verdict"], document)
@@ -184,6 +189,7 @@ def stage_b_analysis(context: dg.AssetExecutionContext, experiment: ExperimentRe
     return dg.MaterializeResult(
         metadata={"triggered": stage_b["triggered"], "final_verdict": verdict,
                   "rule": document["rule"], "reasons": dg.MetadataValue.json(stage_b["reasons"]),
+                  "scoring_instrument": scoring_instrument(gate, config)[1],
                   **{f"passed_{k}": v for k, v in rungs.items()},
                   **({"accuracy": table_preview(pl.DataFrame([{"policy": p, **{s: round(a, 4) for s, a in acc.items()}}
                                                               for p, acc in document["accuracy"].items()]),
