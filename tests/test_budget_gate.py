@@ -19,13 +19,16 @@ def _manifest(tokens=TOKENS):
 
 
 def test_the_registered_matrix_estimate():
-    """34,446,994 forward tokens at the full envelope: 2.392 h at 4,000 tokens/s, 6.38 h at 1,500."""
+    """34,446,994 forward tokens at full's envelope, the registered one: 9.5686 h at 1,000 tokens/s, 18.0539 h at
+    530 (the seed's 9.6-18.1 GPU-hours)."""
+    envelope = load_config("full", require_snapshot=False).training.throughput_tokens_per_s
+    assert (envelope.low, envelope.high) == (530.0, 1000.0)
     policies = stage_a_policies(load_config("smoke"))
-    fast, slow = estimate(_manifest(), policies, 4000.0), estimate(_manifest(), policies, 1500.0)
+    fast, slow = estimate(_manifest(), policies, envelope.high), estimate(_manifest(), policies, envelope.low)
     assert fast["forward_tokens"] == sum(TOKENS.values()) == 34_446_994
-    assert fast["device_hours"] == pytest.approx(34_446_994 / 4000 / 3600)
-    assert slow["device_hours"] == pytest.approx(6.3791, abs=1e-4)
-    assert slow["per_policy"]["joint_potential-seed42"] == pytest.approx(7_620_122 / 1500 / 3600)
+    assert fast["device_hours"] == pytest.approx(9.5686, abs=1e-4)
+    assert slow["device_hours"] == pytest.approx(18.0539, abs=1e-4)
+    assert slow["per_policy"]["joint_potential-seed42"] == pytest.approx(7_620_122 / 530 / 3600)
 
 
 def test_over_budget_fails_with_estimate_budget_and_per_arm_breakdown(tmp_path):
@@ -108,3 +111,68 @@ def test_the_smoke_budget_decision_does_not_move_beside_a_busy_core(smoke_run):
         decisions.append(budget_gate(store, config, manifest, policies, tokens_per_s, measured=True))
     assert [d["within_budget"] for d in decisions] == [True, True]
     assert all(d["device_hours"] * 6.5 < d["budget_device_hours"] for d in decisions), decisions
+
+
+# Stage B's outlook at Stage A's gate (core/budget.py), on hand-made forward tokens: Stage A's six sum to
+# 500,000; the costliest pair Stage A could lead to is joint_potential (120,000, the larger potential arm)
+# with random_natural (90,000, the largest baseline): 210,000 more, 710,000 in all.
+HAND = dict(zip(ARMS, (100_000, 120_000, 90_000, 50_000, 40_000, 100_000)))
+PAIR = ["joint_potential-seed43", "random_natural-seed43"]
+
+
+def _stage_a_gate(tmp_path, tokens_per_s):
+    from apsft_dagster.core.budget import stage_b_outlook
+
+    config = load_config("smoke")  # budget 2.0 device-hours
+    matrix = stage_a_policies(config)
+    gate = budget_gate(Store(tmp_path), config, _manifest(HAND), matrix, tokens_per_s, measured=True)
+    return gate, stage_b_outlook(_manifest(HAND), config, matrix, gate)
+
+
+def test_stage_a_alone_is_priced_and_stage_b_own_gate_gets_no_outlook(tmp_path):
+    from apsft_dagster.core.budget import costliest_pair, stage_b_outlook
+
+    config = load_config("smoke")
+    assert costliest_pair(_manifest(HAND), config) == PAIR
+    gate, _ = _stage_a_gate(tmp_path, 100.0)
+    assert gate["forward_tokens"] == 500_000 and gate["device_hours"] == pytest.approx(1.388889, abs=1e-6)
+    matrix = stage_a_policies(config) + PAIR  # replication_adapters: its gate prices the pair itself
+    own = budget_gate(Store(tmp_path), config, _manifest(HAND), matrix, 100.0, measured=True)
+    assert own["device_hours"] == pytest.approx(1.972222, abs=1e-6)
+    assert stage_b_outlook(_manifest(HAND), config, matrix, own) is None
+
+
+def test_stage_a_and_stage_b_fit(tmp_path):
+    """100 tokens/s: Stage A 500,000 / 100 / 3,600 = 1.3889 h, with the pair 710,000 / 100 / 3,600 = 1.9722 h <= 2.0."""
+    gate, outlook = _stage_a_gate(tmp_path, 100.0)
+    assert outlook["within_budget"] and outlook["priced_policies"] == PAIR
+    assert outlook["forward_tokens"] == 710_000 and outlook["device_hours"] == pytest.approx(1.972222, abs=1e-6)
+    assert outlook["message"].startswith("Stage B would fit: ") and "1.9722 device-hours" in outlook["message"]
+
+
+def test_stage_a_fits_and_stage_b_would_not_said_before_training(tmp_path):
+    """90 tokens/s: Stage A 500,000 / 90 / 3,600 = 1.5432 h passes; with the pair 710,000 / 90 / 3,600
+    = 2.1914 h > 2.0."""
+    gate, outlook = _stage_a_gate(tmp_path, 90.0)
+    assert gate["within_budget"] and gate["device_hours"] == pytest.approx(1.543210, abs=1e-6)
+    assert not outlook["within_budget"] and outlook["device_hours"] == pytest.approx(2.191358, abs=1e-6)
+    text = outlook["message"]
+    assert text.startswith("Stage B would not fit: ") and "(joint_potential-seed43, random_natural-seed43)" in text
+    assert "2.1914 device-hours (710,000 forward tokens at 90 tokens/s" in text and "budget of 2.0" in text
+    assert "Stage A trains: its own matrix, 1.5432 device-hours" in text and "apsft amend --budget-device-hours" in text
+
+
+def test_the_asset_says_stage_b_will_not_fit_before_the_first_step(tmp_path):
+    """The adapters asset's gate step (a stand-in context, store and warm-up): a warning, and the record."""
+    from types import SimpleNamespace
+
+    from apsft_dagster.experiment.assets.training import _gate
+
+    config, said = load_config("smoke"), []
+    context = SimpleNamespace(partition_keys=stage_a_policies(config),
+                              log=SimpleNamespace(info=lambda m: said.append(("info", m)),
+                                                  warning=lambda m: said.append(("warning", m))))
+    experiment = SimpleNamespace(config=lambda: config, store=lambda: Store(tmp_path))
+    gate = _gate(context, experiment, SimpleNamespace(warmup=lambda arm: 90.0), _manifest(HAND), ARMS[0])
+    assert gate["stage_b"]["device_hours"] == pytest.approx(2.191358, abs=1e-6)
+    assert said[-1][0] == "warning" and said[-1][1].startswith("budget gate: Stage B would not fit")

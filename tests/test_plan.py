@@ -77,8 +77,10 @@ def test_the_registered_matrix_is_9_6_to_18_1_gpu_hours_at_the_registered_envelo
     assert (fmt_hours(row["hours_low"]), fmt_hours(row["hours_high"])) == ("9.6", "18.1")
     assert row["budget"] == "over budget (8.0 h): training stops until `apsft amend`"
     assert rows["training"]["tokens_expected"] == 34_446_994 and rows["training"]["expected_from"] == "registered run"
-    # the profile's own envelope prices the same matrix: 1,500-4,000 tokens/s
-    assert rows["training"]["hours_high"] == pytest.approx(34_446_994 / 1500 / 3600)
+    # the profile's own envelope is the registered one: the same matrix, 9.6-18.1 h, over its 8 h at both ends
+    assert rows["training"]["hours_high"] == pytest.approx(34_446_994 / 530 / 3600)
+    assert rows["training"]["hours_low"] == pytest.approx(34_446_994 / 1000 / 3600)
+    assert rows["training"]["budget"] == "over budget (8.0 h): training stops until `apsft amend`"
     monkeypatch.setattr(registered, "ENVELOPE_TOKENS_PER_S", {"low": 500.0, "high": 2000.0})
     moved = rows_by_key(full_config(monkeypatch, tmp_path))["registered_matrix"]
     assert (fmt_hours(moved["hours_low"]), fmt_hours(moved["hours_high"])) == (

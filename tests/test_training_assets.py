@@ -33,6 +33,23 @@ def test_apsft_run_trains_and_merges_only_the_stage_a_policies(smoke_run):
     assert all(not store.exists(adapter_report(p)) for p in replication_policies(load_config("smoke")))
 
 
+def test_stage_a_gate_records_whether_stage_b_would_fit(smoke_run):
+    """Stage A's gate priced its matrix with the costliest seed-43 pair (recomputed here from the
+    manifest's forward tokens, each potential arm against each baseline) at the warm-up's rate."""
+    from apsft_dagster.core.layout import SFT_MANIFEST
+    from apsft_dagster.core.selection.arms import arms_with
+
+    results, store = smoke_run
+    tokens = {e["arm"]: e["forward_tokens"] for e in store.get_json(SFT_MANIFEST)["arms"]}
+    pair = max(tokens[w] + tokens[b] for w in arms_with(role="potential") for b in arms_with(role="baseline"))
+    meta = next(e for e in results["adapters"].get_asset_materialization_events()).materialization.metadata
+    rate, budget = meta["warmup_tokens_per_s"].value, meta["budget_device_hours"].value
+    hours = (sum(tokens.values()) + pair) / rate / 3600
+    assert meta["estimated_device_hours_with_stage_b"].value == pytest.approx(hours, rel=1e-3)  # the rate is rounded
+    assert meta["stage_b_within_budget"].value is True and hours <= budget
+    assert meta["stage_b_budget"].value.startswith("Stage B would fit: ")
+
+
 def test_adapter_reports_record_exact_steps_digests_and_a_loss_curve(smoke_run):
     results, store = smoke_run
     reports = [store.get_json(adapter_report(p)) for p in STAGE_A]

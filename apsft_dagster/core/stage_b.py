@@ -151,6 +151,17 @@ def plan(decision: dict, replication_seed: int, experiment_seed: int) -> dict:
             "sampled_policies": [a if a == BASE else policy_key(a, experiment_seed) for a in sampled]}
 
 
+def possible_plans(replication_seed: int, experiment_seed: int) -> list[dict]:
+    """Every plan Stage A could lead to before its decision: each potential arm as the winner, each
+    baseline as its strongest baseline (what `apsft plan` and the budget gate price Stage B by)."""
+    from apsft_dagster.core.selection.arms import arms_with
+
+    potential = arms_with(role="potential")
+    return [plan({"conditions": {a: {"margin": 1.0 if a == chosen else 0.0, "checks": {}} for a in potential},
+                  "triggered": [chosen], "strongest_baseline": baseline}, replication_seed, experiment_seed)
+            for chosen in potential for baseline in arms_with(role="baseline")]
+
+
 def sampled_figures(samples: pl.DataFrame) -> dict:
     """Per sampled policy on the primary splits: mean sample accuracy, majority vote over all k
     samples (ties to the answer drawn first; unparsed samples vote for nothing) and pass@k."""

@@ -11,14 +11,13 @@ split for the replication policies, and `stage_b.k_samples` samples per task for
 
 from __future__ import annotations
 
-from apsft_dagster.core.selection.arms import arms_with
 from apsft_dagster.core.plan.observed import Observed
 from apsft_dagster.core.plan.stages import (REGISTERED_COUNTS, Stage, arm_tokens, merge_and_probe, split_size,
                                             tokens)
 from apsft_dagster.core.policies import parse_policy, stage_a_eval_keys
 from apsft_dagster.core.selection.rules import ROWS_PER_TASK
 from apsft_dagster.core.splits import STAGE_A_SPLITS, STAGE_B_SPLITS
-from apsft_dagster.core.stage_b import plan as stage_b_plan
+from apsft_dagster.core.stage_b import possible_plans
 
 CONDITION = "Stage B, only if Stage A triggers"
 
@@ -27,14 +26,7 @@ def candidate_plans(config, seen: Observed) -> tuple[list[dict], str]:
     """Stage B's plan from the store, or every plan Stage A could lead to."""
     if seen.stage_b is not None:
         return [seen.stage_b], "store (Stage B plan)"
-    plans = []
-    for winner in arms_with(role="potential"):
-        for baseline in arms_with(role="baseline"):
-            conditions = {a: {"margin": 1.0 if a == winner else 0.0, "checks": {}}
-                          for a in arms_with(role="potential")}
-            decision = {"conditions": conditions, "triggered": [winner], "strongest_baseline": baseline}
-            plans.append(stage_b_plan(decision, config.seeds.replication, config.seeds.experiment))
-    return plans, REGISTERED_COUNTS
+    return possible_plans(config.seeds.replication, config.seeds.experiment), REGISTERED_COUNTS
 
 
 def _costliest(stages: list[Stage]) -> Stage:

@@ -11,6 +11,7 @@ import dagster as dg
 from apsft_dagster.assets.second_core import Share
 from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, log_and_show, png_markdown,
                                         svg_markdown)
+from apsft_dagster.core.budget import stage_b_outlook
 from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
 from apsft_dagster.core.store import Store, completed, json_bytes, sha256_bytes
@@ -35,7 +36,8 @@ ADAPTER_CHECKS = {
           kinds={"pytorch", "peft"}, owners=OWNERS, check_specs=blocking_checks("adapters", ADAPTER_CHECKS))
 def adapters(context: dg.AssetExecutionContext, experiment: ExperimentResource, trainer: TrainingResource):
     """One LoRA adapter per Stage A policy. Refuses unless the seal and manifest verify; before the
-    first optimizer step the training matrix's device-hours are gated against the budget."""
+    first optimizer step the training matrix's device-hours are gated against the budget, and the
+    gate says whether Stage B's replication training would fit after it (core/budget.py)."""
     yield from train_adapters(context, experiment, trainer)
 
 
@@ -59,13 +61,7 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
     share = Share(context.asset_key.to_user_string(), training_worker, experiment, trainer).expect(todo)
     gate = None
     if todo:
-        measured = trainer.warmup(parse_policy(todo[0])[0])
-        matrix = training_matrix(STAGE_A_POLICIES, context.partition_keys)
-        gate = budget_gate(store, config, manifest, matrix,
-                           measured or config.training.throughput_tokens_per_s.low, measured is not None)
-        context.log.info(f"budget gate: {gate['device_hours']:.4f} device-hours estimated for {len(matrix)} policies "
-                         f"at {gate['tokens_per_s']:,.0f} tokens/s ({gate['throughput_source']}); budget "
-                         f"{gate['budget_device_hours']} ({gate['budget_source']})")
+        gate = _gate(context, experiment, trainer, manifest, parse_policy(todo[0])[0])
         share.open()
     reports = {}
     for i, policy in enumerate(context.partition_keys):
@@ -86,9 +82,32 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
         run_meta.update(estimated_device_hours=round(gate["device_hours"], 6),
                         budget_device_hours=gate["budget_device_hours"], budget_source=gate["budget_source"],
                         warmup_tokens_per_s=round(gate["tokens_per_s"], 1))
+    if gate and gate["stage_b"]:
+        run_meta.update(stage_b_within_budget=gate["stage_b"]["within_budget"],
+                        estimated_device_hours_with_stage_b=round(gate["stage_b"]["device_hours"], 6),
+                        stage_b_budget=gate["stage_b"]["message"])
     yield dg.MaterializeResult(metadata=run_meta, data_version=dg.DataVersion(digest))
     for name in ADAPTER_CHECKS:
         yield check_result(name, problems[name])
+
+
+def _gate(context: dg.AssetExecutionContext, experiment: ExperimentResource, trainer: TrainingResource,
+          manifest: dict, arm: str) -> dict:
+    """The budget gate on a warm-up of `arm` (BudgetError when over budget); at Stage A's gate its
+    record holds Stage B's outlook too (core/budget.py), said before the first optimizer step."""
+    config, store = experiment.config(), experiment.store()
+    measured = trainer.warmup(arm)
+    matrix = training_matrix(STAGE_A_POLICIES, context.partition_keys)
+    gate = budget_gate(store, config, manifest, matrix, measured or config.training.throughput_tokens_per_s.low,
+                       measured is not None)
+    context.log.info(f"budget gate: {gate['device_hours']:.4f} device-hours estimated for {len(matrix)} policies "
+                     f"at {gate['tokens_per_s']:,.0f} tokens/s ({gate['throughput_source']}); budget "
+                     f"{gate['budget_device_hours']} ({gate['budget_source']})")
+    gate["stage_b"] = stage_b_outlook(manifest, config, matrix, gate)
+    if gate["stage_b"]:
+        say = context.log.info if gate["stage_b"]["within_budget"] else context.log.warning
+        say(f"budget gate: {gate['stage_b']['message']}")
+    return gate
 
 
 def training_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
