@@ -21,7 +21,7 @@ from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, StorePathError
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
 from apsft_dagster.core.layout import TRACE_BANK as BANK
-from apsft_dagster.core.layout import shard_file
+from apsft_dagster.core.layout import key_file, shard_file
 from apsft_dagster.core.object_store import ObjectStore, open_store
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store
 from apsft_dagster.experiment.partitions import train_task_partitions
@@ -101,8 +101,9 @@ def _bucket_without_bank(reference: Store, url: str, keep: int) -> ObjectStore:
             store.put_dir(name, lambda folder, source=source: shutil.copytree(source, folder, dirs_exist_ok=True))
         else:
             store.put_bytes(name, reference.get_bytes(name))
-    for task in KEYS[:keep]:
-        store.put_bytes(shard_file(BANK, task), reference.get_bytes(shard_file(BANK, task)))
+    for task in KEYS[:keep]:  # each kept shard with its key (what made it)
+        for name in (key_file(BANK, task), shard_file(BANK, task)):
+            store.put_bytes(name, reference.get_bytes(name))
     return store
 
 

@@ -16,7 +16,7 @@ from apsft_dagster.core.bank import InheritedBank, export_bank
 from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError
 from apsft_dagster.core.layout import TRACE_BANK as BANK
-from apsft_dagster.core.layout import shard_file, summary_file
+from apsft_dagster.core.layout import key_file, shard_file, summary_file
 from apsft_dagster.core.store import Store
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.run_tags import single_run_tags
@@ -32,8 +32,9 @@ def _store_without_bank(source: Store, target, keep: int = 0) -> Store:
     """A copy of `source` without its trace bank, except the shards of the first `keep` tasks."""
     shutil.copytree(source.root, target, ignore=shutil.ignore_patterns(BANK))
     store = Store(target)
-    for task in KEYS[:keep]:
-        store.put_bytes(shard_file(BANK, task), source.get_bytes(shard_file(BANK, task)))
+    for task in KEYS[:keep]:  # each kept shard with its key (what made it), as the harvest wrote them
+        for name in (key_file(BANK, task), shard_file(BANK, task)):
+            store.put_bytes(name, source.get_bytes(name))
     return store
 
 

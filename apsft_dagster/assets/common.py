@@ -24,10 +24,13 @@ def blocking_checks(asset: str, checks: dict[str, str]) -> list[dg.AssetCheckSpe
     return [dg.AssetCheckSpec(name, asset=asset, description=text, blocking=True) for name, text in checks.items()]
 
 
-def check_result(name: str, problems: list[str]) -> dg.AssetCheckResult:
-    """ERROR severity: a failed protocol check blocks every downstream stage."""
+def check_result(name: str, problems: list[str], blocks: bool = True,
+                 description: str | None = None) -> dg.AssetCheckResult:
+    """ERROR severity: a failed protocol check blocks every downstream stage. `blocks=False`: WARN, a
+    failure recorded (in the UI, an alert, `apsft run`'s summary) while the run goes on."""
     return dg.AssetCheckResult(
-        check_name=name, passed=not problems, severity=dg.AssetCheckSeverity.ERROR,
+        check_name=name, passed=not problems, description=description,
+        severity=dg.AssetCheckSeverity.ERROR if blocks else dg.AssetCheckSeverity.WARN,
         metadata={"problems": len(problems), "first_problems": "\n".join(problems[:20]) or "none"},
     )
 
@@ -123,12 +126,15 @@ def log_and_show(context: dg.AssetExecutionContext) -> Callable[[str], None]:
     return say
 
 
-def shard_work(store, bank: str, make: Callable[[dict, str], tuple[str, str, dict]]) -> Callable[[str], dict]:
+def shard_work(store, bank: str, make: Callable[[dict, str], tuple[str, str, dict]],
+               keyer=None) -> Callable[[str], dict]:
     """A bank's work for the second core's helper (assets/second_core.py): one task's shard by id,
-    made with the bank's own `make` (kept when the shard is there)."""
+    made with the bank's own `make` (kept when the shard is there; the step decided which to remake),
+    its key recorded first by `keyer`."""
     from apsft_dagster.core.layout import TASK_CATALOG, shard_file
 
     catalog = store.get_parquet(TASK_CATALOG)
+    make = make if keyer is None else keyer.keyed(make)
 
     def work(task_id: str) -> dict:
         name = shard_file(bank, task_id)
@@ -139,8 +145,21 @@ def shard_work(store, bank: str, make: Callable[[dict, str], tuple[str, str, dic
     return work
 
 
+def _remove_remade(store, bank: str, decisions: dict[str, str], say: Callable[[str], None]) -> None:
+    """Shards to remake (stale, or `--recompute`) go before the loop, so both cores see them as to do."""
+    from apsft_dagster.core.layout import shard_file
+
+    remade = Counter(d for d in decisions.values() if d in ("stale", "recompute"))
+    for task_id, decision in decisions.items():
+        if decision in remade:
+            store.remove(shard_file(bank, task_id))
+    why = {"stale": "stale (an upstream shard changed)", "recompute": "made under other settings (--recompute)"}
+    if remade:
+        say("remaking " + ", ".join(f"{n} {why[d]}" for d, n in remade.items()))
+
+
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
-                make: Callable[[dict, str], tuple[str, str, dict]], share=None) -> dg.MaterializeResult:
+                make: Callable[[dict, str], tuple[str, str, dict]], share=None, keyer=None) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.
 
     A shard that exists and verifies is kept; otherwise `make(task_row, shard_file)` writes it
@@ -151,13 +170,19 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     (1.13 has no supported per-partition data version in one run). Progress goes to the Dagster
     log and, in a terminal, to a progress bar. `share` (assets/second_core.py) may share the shards
     still to make with a helper process, which takes them from the back, once the first shard made
-    says the rest is worth it; the loop takes its (action, figures).
+    says the rest is worth it; the loop takes its (action, figures). `keyer` (core/bank_key_check.py)
+    first decides every shard already there against this run's settings: kept, remade when stale or
+    under `--recompute`, or the whole step refused (KeyMismatchError) before anything is written.
     """
+    from apsft_dagster.core.bank_key_check import check_bank
     from apsft_dagster.core.layout import shard_file
     from apsft_dagster.core.progress import Pace, pulsing
     from apsft_dagster.core.store import json_bytes, sha256_bytes
 
     digests, counts, pace, kept, say = {}, Counter(), Pace(tasks.height), [], log_and_show(context)
+    if keyer is not None:
+        _remove_remade(store, bank, check_bank(keyer, tasks), say)
+        make = keyer.keyed(make)
     rows = tasks.sort("task_id").iter_rows(named=True)
     todo = [t for t in tasks.sort("task_id")["task_id"] if not store.exists(shard_file(bank, t))]
     first = share is not None  # the helper, if any, starts after the first shard made (`expect_after`)

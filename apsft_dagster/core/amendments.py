@@ -35,7 +35,8 @@ def evidence_snapshot(store: Store) -> dict[str, int]:
     counts = {}
     for name in EVIDENCE_STAGES:
         path = store.path(name)
-        n = sum(1 for _ in path.rglob(f"*{RECEIPT_SUFFIX}")) if path.is_dir() else int(store.exists(name))
+        n = (sum(1 for p in path.rglob(f"*{RECEIPT_SUFFIX}") if "keys" not in p.relative_to(path).parts[:-1])
+             if path.is_dir() else int(store.exists(name)))  # a shard's key (core/bank_keys.py) is not evidence
         if n:
             counts[name] = n
     return counts
@@ -54,6 +55,12 @@ class _Selection(BaseModel):
     identity: Annotated[str, Field(pattern=SHA256)]
 
 
+class _Cover(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=True)
+    from_: Annotated[object, Field(alias="from")]
+    to: object
+
+
 class _Record(BaseModel):
     """One line of the log, as record_amendment writes it (a hand-made line must match)."""
 
@@ -65,6 +72,11 @@ class _Record(BaseModel):
     prev_sha256: Annotated[str, Field(pattern=SHA256)]
     budget_device_hours: Annotated[float, Field(gt=0)] | None = None
     selection: _Selection | None = None
+    # the settings this amendment covers, each with the value the evidence was made under and this config's
+    # (`apsft amend --covers`, core/bank_key_check.covers): shards made under the old value are kept
+    covers: dict[str, _Cover] | None = None
+    # on a store with a design anchor: the design this amendment covers (core/anchor.design_now)
+    design: dict[str, Annotated[str, Field(pattern=SHA256)]] | None = None
 
 
 def _checked(where: str, n: int, record: object) -> dict:
@@ -112,8 +124,10 @@ def selection_identity(manifest: dict) -> str:
 
 
 def record_amendment(store: Store, text: str, date: str | None = None, *,
-                     budget_device_hours: float | None = None) -> dict:
-    """Append one record (atomically: the whole log is rewritten with a new receipt)."""
+                     budget_device_hours: float | None = None, covers: dict | None = None,
+                     design: dict | None = None) -> dict:
+    """Append one record (atomically: the whole log is rewritten with a new receipt). `covers`: {field:
+    {"from": old, "to": new}}, checked by the caller (core/bank_key_check.covers)."""
     if not text.strip():
         raise AmendmentError("an amendment needs a text saying what changed and why")
     if budget_device_hours is not None and not (math.isfinite(budget_device_hours) and budget_device_hours > 0):
@@ -124,6 +138,10 @@ def record_amendment(store: Store, text: str, date: str | None = None, *,
     prev = sha256_bytes(body.splitlines(keepends=True)[-1]) if records else GENESIS
     record = {"seq": len(records) + 1, "date": day, "text": text.strip(), "evidence": evidence_snapshot(store),
               "prev_sha256": prev}
+    if covers:
+        record["covers"] = covers
+    if design:
+        record["design"] = design
     if budget_device_hours is not None:
         manifest = json.loads(store.get_bytes(SFT_MANIFEST)) if store.exists(SFT_MANIFEST) else None
         record["budget_device_hours"] = float(budget_device_hours)

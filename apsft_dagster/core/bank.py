@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from apsft_dagster.core.errors import BankFormatError, HashMismatchError, MissingArtifactError
 from apsft_dagster.core.json_input import error_field, parse_json
-from apsft_dagster.core.layout import index_file, shard_file
+from apsft_dagster.core.layout import index_file, key_file, shard_file
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, inside, json_bytes, sha256_bytes, write_atomic
 
 INDEX_FORMAT = "apsft-bank-index/1"
@@ -26,14 +26,23 @@ TASK_ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"  # a partition key and a file nam
 
 
 def write_index(store: Store, bank: str, digests: dict[str, str]) -> str:
-    """Write the bank's index from shard digests the caller verified; return the index SHA-256."""
-    return store.put_json(index_file(bank), bank_index(bank, digests))
+    """Write the bank's index from shard digests the caller verified, with each shard's key (verified
+    here: a hand-edited key stops the index, naming it); return the index SHA-256."""
+    return store.put_json(index_file(bank), bank_index(bank, digests, key_digests(store, bank, digests)))
 
 
-def bank_index(bank: str, digests: dict[str, str]) -> dict:
-    """The index document: task -> {shard, sha256}, from digests the caller has verified."""
+def key_digests(store: Store, bank: str, task_ids) -> dict[str, str]:
+    """Each task's key SHA-256 (receipt verified), for the tasks whose shard has a key."""
+    return {t: store.verify(key_file(bank, t)) for t in sorted(task_ids) if store.exists(key_file(bank, t))}
+
+
+def bank_index(bank: str, digests: dict[str, str], keys: dict[str, str] | None = None) -> dict:
+    """The index document: task -> {shard, sha256} and, where the shard has one, {key, key_sha256}."""
+    keys = keys or {}
     return {"format": INDEX_FORMAT, "bank": bank,
-            "tasks": {t: {"shard": f"shards/{t}.parquet", "sha256": digests[t]} for t in sorted(digests)}}
+            "tasks": {t: {"shard": f"shards/{t}.parquet", "sha256": digests[t],
+                          **({"key": f"keys/{t}.json", "key_sha256": keys[t]} if t in keys else {})}
+                      for t in sorted(digests)}}
 
 
 def load_shards(store: Store, bank: str, task_ids: list[str],
@@ -57,12 +66,14 @@ def load_shards(store: Store, bank: str, task_ids: list[str],
 def export_bank(store: Store, bank: str, task_ids: list[str], out_dir: str | Path) -> str:
     """Write `out_dir/index.json` and a verbatim copy of every shard; return the index SHA-256."""
     out = Path(out_dir)
-    index = bank_index(bank, {t: store.verify(shard_file(bank, t)) for t in task_ids})
+    index = bank_index(bank, {t: store.verify(shard_file(bank, t)) for t in task_ids},
+                       key_digests(store, bank, task_ids))
     for task_id, entry in index["tasks"].items():
-        source = store.path(shard_file(bank, task_id))
-        (out / "shards").mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, out / entry["shard"])
-        shutil.copyfile(store.receipt_path(shard_file(bank, task_id)), out / (entry["shard"] + RECEIPT_SUFFIX))
+        for name, member in ((shard_file(bank, task_id), "shard"), (key_file(bank, task_id), "key")):
+            if member in entry:
+                (out / entry[member]).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(store.path(name), out / entry[member])
+                shutil.copyfile(store.receipt_path(name), out / (entry[member] + RECEIPT_SUFFIX))
     data = json_bytes(index)
     write_atomic(out / "index.json", data)
     return sha256_bytes(data)
@@ -72,6 +83,8 @@ class _Entry(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
     shard: Annotated[str, Field(min_length=1)]
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    key: Annotated[str, Field(min_length=1)] | None = None  # what made the shard (banks exported with keys)
+    key_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = None
 
 
 class _Index(BaseModel):
@@ -101,12 +114,22 @@ class InheritedBank:
         self.tasks = {t: e.model_dump() for t, e in self._parse(data).tasks.items()}
         for task_id, entry in self.tasks.items():  # every shard inside the bank's own folder, before any is read
             inside(self.index_path.parent, entry["shard"], f"{self.index_path}: task {task_id}'s shard")
+            if entry["key"] is not None:
+                self._check_key(task_id, inside(self.index_path.parent, entry["key"], f"task {task_id}'s key"))
         for task_id in self.tasks:
             data = self._path(task_id).read_bytes()
             self._check(task_id, sha256_bytes(data))
             self._check_receipt(task_id)
             if schema is not None:
                 self._check_shard(task_id, data, schema)
+
+    def _check_key(self, task_id: str, path: Path) -> None:
+        """The key an exported shard carries must be the one its index recorded (it is imported with it)."""
+        entry = self.tasks[task_id]
+        actual = sha256_bytes(path.read_bytes()) if path.is_file() else "(missing)"
+        if actual != entry["key_sha256"]:
+            raise HashMismatchError(f"{path}: key of inherited task {task_id} has SHA-256 {actual} but the index "
+                                    f"records {entry['key_sha256']}; nothing was imported. Re-export the bank")
 
     def _parse(self, data: bytes) -> _Index:
         try:

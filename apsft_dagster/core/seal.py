@@ -3,11 +3,14 @@
 `validate_bank` re-reads every raw, score and R1 shard once (read-only): SHA-256 against both
 its receipt and its bank index, task scope (the index covers exactly the train tasks, every row
 of a shard belongs to its task), unique trace ids, and the joins raw(eligible) = score = R1.
-`seal_document` binds the three index digests, the eligible set, the config digest, the base
-model fingerprint, the SHA-256 of the code that selects and trains, and the classified
-amendment log. It holds no timestamp, so sealing twice writes the same bytes.
+`seal_document` binds the three index digests (each index lists its shards' keys), the keys it
+covers (each bank's distinct settings: core/bank_keys.py), the eligible set, the config digest, the
+base model fingerprint, the SHA-256 of the code that selects and trains, and the classified
+amendment log. A shard without a key, with a key its index does not record, or made under other
+settings than this config's (and no amendment covering them) is a problem: nothing is sealed. It
+holds no timestamp, so sealing twice writes the same bytes.
 `verify_seal` is the fail-closed gate selection runs first: it re-hashes every sealed shard and
-names whatever changed.
+shard key and names whatever changed.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from pathlib import Path
 import polars as pl
 
 from apsft_dagster.core import amendments
+from apsft_dagster.core.anchor import read_anchor
 from apsft_dagster.core.balance import exactly_once
+from apsft_dagster.core.bank_key_check import sealed_keys
 from apsft_dagster.core.config import Config
 from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, SealError
 from apsft_dagster.core.layout import (AMENDMENT_LOG, BASE_MODEL_REPORT, EVIDENCE_SEAL, R1_BANK, SCORE_BANK,
-                                       TRACE_BANK, index_file, shard_file)
+                                       TRACE_BANK, index_file, key_file, shard_file)
 from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
 from apsft_dagster.core.tasks.catalog import train_task_ids
 
@@ -57,11 +62,13 @@ def _index(store: Store, bank: str) -> tuple[dict, str]:
 
 def validate_bank(store: Store, config: Config) -> tuple[list[str], dict]:
     """(problems, facts). Facts: index digests, trace counts and the eligible-set digest."""
-    problems, frames, facts = [], {}, {"banks": {}}
+    problems, frames, facts = [], {}, {"banks": {}, "keys": {}}
     tasks = train_task_ids(config)
     for bank in BANKS:
         index, digest = _index(store, bank)
         facts["banks"][bank] = {"index_sha256": digest, "shards": len(index)}
+        found, facts["keys"][bank] = sealed_keys(store, config, bank, index)
+        problems += found
         missing, extra = sorted(set(tasks) - set(index)), sorted(set(index) - set(tasks))
         problems += [f"{index_file(bank)}: train task {t} has no shard" for t in missing]
         problems += [f"{index_file(bank)}: {t} is not a train task of this profile" for t in extra]
@@ -117,9 +124,11 @@ def _join_problems(frames: dict[str, pl.DataFrame]) -> list[str]:
 def seal_document(store: Store, config: Config, facts: dict) -> dict:
     base = store.get_json(BASE_MODEL_REPORT)
     log = amendments.classified(store)
+    anchor = read_anchor(store)  # the design anchor, where the store has one (`apsft freeze`)
     return {"format": FORMAT, "profile": config.sealed_profile, "config_digest": config.sealed_digest,
             "base_model_fingerprint": base["fingerprint"], "code": code_digests(), **facts,
-            "amendments": {"log_sha256": store.verify(AMENDMENT_LOG) if log else None, "records": log}}
+            "amendments": {"log_sha256": store.verify(AMENDMENT_LOG) if log else None, "records": log},
+            **({"anchor_sha256": anchor["sha256"]} if anchor else {})}
 
 
 def seal(store: Store, config: Config) -> tuple[dict, str]:
@@ -160,6 +169,9 @@ def _current_changes(store: Store, config: Config, doc: dict) -> list[str]:
     code = code_digests()
     changes += [f"code {f}: SHA-256 {code.get(f)}, sealed {doc['code'].get(f)}"
                 for f in sorted(set(code) | set(doc["code"])) if code.get(f) != doc["code"].get(f)]
+    anchor = read_anchor(store)
+    if (anchor and anchor["sha256"]) != doc.get("anchor_sha256"):
+        changes.append(f"design anchor {anchor and anchor['sha256']}, sealed {doc.get('anchor_sha256')}")
     log = store.verify(AMENDMENT_LOG) if store.exists(AMENDMENT_LOG) else None
     if log != doc["amendments"]["log_sha256"]:
         changes.append(f"{AMENDMENT_LOG}: digest {log}, sealed {doc['amendments']['log_sha256']} "
@@ -173,7 +185,9 @@ def _bank_changes(store: Store, bank: str, sealed: str) -> list[str]:
     if sha256_bytes(data) != sealed:
         return [f"{path}: SHA-256 {sha256_bytes(data) if data else '(missing)'}, sealed {sealed}"]
     tasks = json.loads(data)["tasks"]
-    paths = [store.path(shard_file(bank, t)) for t in sorted(tasks)]
-    actual = _parallel(lambda p: sha256_file(p) if p.is_file() else None, paths)
-    return [f"{p}: SHA-256 {a}, sealed {tasks[t]['sha256']}" if a else f"{p}: missing (sealed {tasks[t]['sha256']})"
-            for t, p, a in zip(sorted(tasks), paths, actual) if a != tasks[t]["sha256"]]
+    files = [(store.path(shard_file(bank, t)), tasks[t]["sha256"]) for t in sorted(tasks)]
+    files += [(store.path(key_file(bank, t)), tasks[t]["key_sha256"]) for t in sorted(tasks)
+              if "key_sha256" in tasks[t]]
+    actual = _parallel(lambda p: sha256_file(p[0]) if p[0].is_file() else None, files)
+    return [f"{p}: SHA-256 {a}, sealed {sealed}" if a else f"{p}: missing (sealed {sealed})"
+            for (p, sealed), a in zip(files, actual) if a != sealed]

@@ -9,6 +9,7 @@ from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check
 from apsft_dagster.assets.second_core import Share
 from apsft_dagster.experiment.assets.score_bank import score_bank, score_bank_index
 from apsft_dagster.core.bank import load_shards, write_index
+from apsft_dagster.core.bank_key_check import Keyer
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
 from apsft_dagster.core.rollouts import R1_SCHEMA, r1_rollouts
 from apsft_dagster.core.score_bank import SCORE_SCHEMA, join_problems
@@ -25,7 +26,8 @@ def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     store = experiment.store()
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
     share = Share("r1_labels", r1_worker, experiment, generator)
-    return fill_shards(context, store, R1_BANK, catalog, _maker(experiment, generator), share)
+    keyer = Keyer(store, experiment.config(), R1_BANK)
+    return fill_shards(context, store, R1_BANK, catalog, _maker(experiment, generator), share, keyer)
 
 
 def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Callable[[dict, str], tuple]:
@@ -44,7 +46,9 @@ def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Cal
 
 def r1_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
     """The second core's share of the rollouts (assets/second_core.py): one task's shard by id."""
-    return shard_work(experiment.store(), R1_BANK, _maker(experiment, GenerationResource(experiment=experiment)))
+    store = experiment.store()
+    return shard_work(store, R1_BANK, _maker(experiment, GenerationResource(experiment=experiment)),
+                      Keyer(store, experiment.config(), R1_BANK))
 
 
 R1_CHECKS = {

@@ -10,6 +10,7 @@ from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check
 from apsft_dagster.assets.second_core import Share
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.core import trace_rollup
+from apsft_dagster.core.bank_key_check import Keyer
 from apsft_dagster.core.bank import InheritedBank, load_shards, write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
 from apsft_dagster.core.layout import TASK_CATALOG, TRACE_BANK, summary_file
@@ -30,7 +31,8 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
     store = experiment.store()
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
     share = Share("trace_bank", harvest_worker, experiment, generator)
-    return fill_shards(context, store, TRACE_BANK, catalog, _maker(experiment, generator), share)
+    keyer = Keyer(store, experiment.config(), TRACE_BANK)
+    return fill_shards(context, store, TRACE_BANK, catalog, _maker(experiment, generator), share, keyer)
 
 
 def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Callable[[dict, str], tuple]:
@@ -54,7 +56,9 @@ def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Cal
 
 def harvest_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
     """The second core's share of the harvest (assets/second_core.py): one task's shard by id."""
-    return shard_work(experiment.store(), TRACE_BANK, _maker(experiment, GenerationResource(experiment=experiment)))
+    store = experiment.store()
+    return shard_work(store, TRACE_BANK, _maker(experiment, GenerationResource(experiment=experiment)),
+                      Keyer(store, experiment.config(), TRACE_BANK))
 
 
 INDEX_CHECKS = {
