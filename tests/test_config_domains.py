@@ -187,7 +187,7 @@ def test_the_protocol_shows_every_fields_domain_as_the_model_declares_it():
 # Every command that takes a profile, with the other arguments it needs (a new command needs a line here).
 COMMAND_LINES = {
     "run": [], "ui": [], "validate": [], "plan": [], "doctor": [], "export-bank": ["--out", "{dir}/bank"],
-    "amend": ["a text"],
+    "amend": ["a text"], "freeze": ["--rationale", "why"],
     "audit": [], "report": [], "loss-mask": ["add", "ds", "{dir}/rows.jsonl"], "rl-report": ["add", "r1", "{dir}"],
 }
 

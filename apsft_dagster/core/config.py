@@ -29,6 +29,7 @@ from apsft_dagster.core.json_input import error_field
 from apsft_dagster.core.loss_mask.settings import LossMask
 from apsft_dagster.core.paths import CONFIG_DIR, local_model_dir
 from apsft_dagster.core.plan_settings import Plan
+from apsft_dagster.core.review_settings import Review
 from apsft_dagster.core.run_report.settings import HackThresholds, RunReport
 from apsft_dagster.core.splits import CONFIGURED, SPLIT_TABLE
 
@@ -38,7 +39,7 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, 8x fas
 SIBLING_SECTIONS = ("loss_mask", "run_report")
 # Left out of the digest that binds every receipt: settings that change no artifact (the siblings', `plan`'s envelopes
 # of `apsft plan`, `gpu`'s kernel choice), so setting them on the machine that runs the protocol voids no receipt.
-UNSEALED_SECTIONS = (*SIBLING_SECTIONS, "plan", "gpu")
+UNSEALED_SECTIONS = (*SIBLING_SECTIONS, "plan", "gpu", "review")  # review: when `apsft run` pauses
 
 
 class Config(Strict):
@@ -63,6 +64,7 @@ class Config(Strict):
     run_report: RunReport | None = None
     plan: Plan | None = None
     gpu: Gpu | None = None
+    review: Review | None = None  # the review points `apsft run` pauses at (core/review_settings.py)
     # a declared rehearsal: the registered profile it re-reads with changed thresholds (core/rehearsal.py)
     rehearsal: str | None = None
     _registered: Any = PrivateAttr(default=None)
@@ -119,9 +121,13 @@ class Config(Strict):
     def digest(self) -> str:
         """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (UNSEALED_SECTIONS,
         the sibling systems' sections, the plan's envelopes and the GPU's kernel choice, left out)."""
+        return hashlib.sha256(canonical_json(self.digest_body)).hexdigest()
+
+    @property
+    def digest_body(self) -> dict:
+        """What `digest` hashes (the design anchor keeps it, to name each field changed since)."""
         unsealed = {*UNSEALED_SECTIONS, *(["rehearsal"] if self.rehearsal is None else [])}  # a registered profile's
-        body = late_defaults_dropped(self.model_dump(mode="json", exclude=unsealed))  # as before
-        return hashlib.sha256(canonical_json(body)).hexdigest()
+        return late_defaults_dropped(self.model_dump(mode="json", exclude=unsealed))  # as before
 
     @property
     def registered(self) -> Config:

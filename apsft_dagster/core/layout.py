@@ -19,6 +19,8 @@ R1_BANK = "r1_labels"
 PARITY_GATE = "parity_gate.json"
 AMENDMENT_LOG = "amendments.jsonl"
 EVIDENCE_SEAL = "evidence_seal.json"
+DESIGN_ANCHOR = "design_anchor.json"  # `apsft freeze`: the design before the harvest (core/anchor.py)
+REVIEW_LOG = "reviews.jsonl"  # the review points' pauses and resumes (core/review.py)
 
 # selection
 SFT_ARMS = "sft_arms"
@@ -47,6 +49,11 @@ EVIDENCE_STAGES = {
 
 def shard_file(bank: str, task_id: str) -> str:
     return f"{bank}/shards/{task_id}.parquet"
+
+
+def key_file(bank: str, task_id: str) -> str:
+    """What made a shard (core/bank_keys.py), written before the shard."""
+    return f"{bank}/keys/{task_id}.json"
 
 
 def shards_glob(bank: str) -> str:

@@ -21,6 +21,7 @@ import polars as pl
 
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, StorePathError, StoreWriteError
 from apsft_dagster.core.json_input import parse_json
+from apsft_dagster.core.layout import DESIGN_ANCHOR
 
 RECEIPT_SUFFIX = ".receipt.json"
 PARQUET_SETTINGS = {"compression": "zstd", "compression_level": 3, "statistics": False, "row_group_size": 65536}
@@ -131,6 +132,8 @@ def fingerprint(file_digests: dict[str, str]) -> str:
 class Store:
     """Artifacts addressed by a relative name under one root (one root per profile)."""
 
+    _anchor: tuple[str | None] | None = None  # (the design anchor's SHA-256 or None,) once read; None: not yet
+
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
 
@@ -207,7 +210,19 @@ class Store:
             path.unlink(missing_ok=True)
 
     def _write_receipt(self, name: str, receipt: dict) -> None:
-        write_atomic(self.receipt_path(name), json_bytes(receipt))
+        anchor = None if name == DESIGN_ANCHOR else self.anchor_sha256()  # a store without one: today's receipts
+        write_atomic(self.receipt_path(name), json_bytes({**receipt, "anchor": anchor} if anchor else receipt))
+
+    def anchor_sha256(self) -> str | None:
+        """The design anchor's SHA-256 (`apsft freeze`, core/anchor.py), which every later receipt cites;
+        read once per Store object, so a write costs no extra read."""
+        if self._anchor is None:
+            self._anchor = (self.receipt(DESIGN_ANCHOR)["sha256"] if self.exists(DESIGN_ANCHOR) else None,)
+        return self._anchor[0]
+
+    def pin_anchor(self, sha256: str | None) -> None:
+        """Receipts written from now on cite `sha256` (freeze pins the anchor it wrote)."""
+        self._anchor = (sha256,)
 
     # -- reading ---------------------------------------------------------------------------
     def receipt(self, name: str) -> dict:

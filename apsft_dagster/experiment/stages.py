@@ -73,3 +73,6 @@ PLAN = (
     Stage("verdict_and_report_job", (stage_b_analysis, experiment_report), hosts_audits=True),
 )
 STAGES = place_audits(PLAN, ran_by="`apsft run` (the experiment)")
+# The review points (core/review_settings.py POINTS) -> the job a run pauses after: the seal, and
+# selection with its manifest and audits (the last stage before training).
+REVIEW_POINTS = {"seal": "evidence_seal_job", "selection": "sft_manifest_and_audits_job"}
