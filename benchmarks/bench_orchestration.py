@@ -23,7 +23,9 @@ def main() -> None:
     subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run"], env=env, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - started
 
-    os.environ["DAGSTER_HOME"] = str(state / "dagster_home")
+    from apsft_dagster.core.paths import store_instance
+
+    os.environ["DAGSTER_HOME"] = str(store_instance(state / "store" / "smoke", state))  # the smoke store's instance
     import dagster as dg
     from dagster._core.events import DagsterEventType
 

@@ -27,7 +27,7 @@ ASSETS = ("trace_bank", "score_bank", "r1_labels", "adapters", "merged_models", 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--profile", default="smoke")
-    parser.add_argument("--state", required=True, help="the run's APSFT_STATE_DIR (its dagster_home)")
+    parser.add_argument("--state", required=True, help="the run's APSFT_STATE_DIR (the store's instance is under it)")
     parser.add_argument("--store", required=True)
     args = parser.parse_args()
     os.environ.update(APSFT_PROFILE=args.profile)

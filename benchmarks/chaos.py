@@ -134,10 +134,11 @@ def leftovers(state: Path) -> list[str]:
 
     from apsft_dagster.assets.second_core import dead_folders
     from apsft_dagster.core.leftovers import dead_temps
+    from apsft_dagster.core.paths import store_instance
     from apsft_dagster.run_recovery import unfinished
 
     found = [f"temp {p}" for p in dead_temps(state)] + [f"helper folder {p}" for p in dead_folders()]
-    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(state / "dagster_home")))
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(store_instance(state / "store" / "smoke", state))))
     try:
         found += unfinished(instance)
     finally:

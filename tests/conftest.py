@@ -143,7 +143,7 @@ class StageRuns:
 @pytest.fixture(scope="session")
 def smoke_run(cli_run):
     """README command 1's run (`cli_run`: the smoke profile in a fresh process, the second core's
-    helpers on) read back stage by stage from its own instance, the state folder's DAGSTER_HOME.
+    helpers on) read back stage by stage from its own instance, its store's (core/paths.py `store_instance`).
 
     Returns ({stage or asset name: StageRuns}, store): each job by its name without `_job`, and
     each asset of a multi-asset stage by its own name. The suite runs the experiment once: an
@@ -152,11 +152,12 @@ def smoke_run(cli_run):
     partition (test_materialize.py names them)."""
     from dagster._core.instance.ref import InstanceRef
 
+    from apsft_dagster.core.paths import store_instance
     from apsft_dagster.experiment.stages import STAGES
     from apsft_dagster.runner import StageOutcome, _collect
 
     proc, store, state = cli_run
-    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(state / "dagster_home")))
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(store_instance(store.root, state))))
     said = {line.split()[0]: line.split()[1] for line in proc.stdout.splitlines()
             if line.startswith("  ") and line.split()[0].endswith("_job")}  # each stage's line: ok or skip
     results = {}

@@ -17,7 +17,7 @@ from dagster._core.instance.ref import InstanceRef
 
 from apsft_dagster.core.layout import EVIDENCE_SEAL, eval_table, report_plot
 from apsft_dagster.core.leftovers import dead_temps, receipt_problems
-from apsft_dagster.core.paths import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT, store_instance
 from apsft_dagster.core.store import Store
 from apsft_dagster.run_recovery import unfinished
 
@@ -81,7 +81,7 @@ def test_three_kills_in_three_stages_resume_to_command_ones_bytes(cli_run, tmp_p
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert _files(store.root) == _files(cli_run[1].root)
     assert dead_temps(store.root) == [] and dead_temps(state) == []
-    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(state / "dagster_home")))
+    instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(store_instance(store.root, state))))
     try:
         assert unfinished(instance) == []
         failed = instance.get_runs(filters=dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))

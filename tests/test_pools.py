@@ -88,7 +88,7 @@ def test_a_killed_runner_leaves_no_claimed_gpu_slot_behind(tmp_path, monkeypatch
 
     monkeypatch.setenv("APSFT_STATE_DIR", str(tmp_path))
     monkeypatch.delenv("DAGSTER_HOME", raising=False)
-    ensure_dagster_home()
+    ensure_dagster_home(tmp_path / "store")
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
     child = subprocess.Popen(["sleep", "30"])
     killed = this_process(child.pid)

@@ -27,7 +27,7 @@ import pytest
 
 from browser import Page, alive, chromium, listening_addresses, served_ui
 
-from apsft_dagster.core.paths import PROJECT_ROOT
+from apsft_dagster.core.paths import PROJECT_ROOT, store_instance
 from apsft_dagster.experiment.stages import STAGES
 
 pytestmark = pytest.mark.after_the_run  # a copy of the run, processes of its own (tests/conftest.py)
@@ -50,6 +50,8 @@ def tampered_state(cli_run, tmp_path):
     copy_state, copy_store = tmp_path / "state", tmp_path / "store"
     shutil.copytree(state, copy_state)
     shutil.copytree(store.root, copy_store)
+    # the copy's own instance (one per store) starts as the original's: state folder and store copied as one
+    store_instance(store.root, copy_state).rename(store_instance(copy_store, copy_state))
     shard = sorted((copy_store / "score_bank" / "shards").glob("*.parquet"))[0]
     with open(shard, "ab") as f:
         f.write(b"tampered")
@@ -270,7 +272,7 @@ LAUNCH = """mutation($params: ExecutionParams!) { launchPipelineExecution(execut
 RUN = """query($id: ID!) { runOrError(runId: $id) { ... on Run { status jobName tags { key value } } } }"""
 
 
-def _launches_a_stage_asset_as_its_stage_does(port: int, state) -> None:
+def _launches_a_stage_asset_as_its_stage_does(port: int, home) -> None:
     """The asset page's Materialize, as the UI sends it (the implicit asset job, one partition), on
     an engine asset: the run carries its stage's engine tag, succeeds with the same checks as the
     stage's run, and records the same metadata (the merge and probe kept, so no timing differs)."""
@@ -286,7 +288,7 @@ def _launches_a_stage_asset_as_its_stage_does(port: int, state) -> None:
         run = _graphql(port, RUN, {"id": run_id})["runOrError"]
     tags = {t["key"]: t["value"] for t in run["tags"]}
     assert (run["status"], run["jobName"], tags.get("apsft/engine")) == ("SUCCESS", "__ASSET_JOB", "true"), run
-    with _instance(state) as instance:
+    with _instance(home) as instance:
         stage_run = instance.get_runs(dg.RunsFilter(job_name="merged_models_job"))[-1].run_id  # `apsft run`'s
         checks = {r: sorted((e.dagster_event.event_specific_data.check_name, e.dagster_event.event_specific_data.passed)
                             for e in instance.all_logs(r, of_type=dg.DagsterEventType.ASSET_CHECK_EVALUATION))
@@ -306,9 +308,9 @@ def _partition_metadata(instance, run_id: str, partition: str) -> dict:
 
 
 @contextlib.contextmanager
-def _instance(state):
+def _instance(home):
     previous = os.environ.get("DAGSTER_HOME")
-    os.environ["DAGSTER_HOME"] = str(state / "dagster_home")
+    os.environ["DAGSTER_HOME"] = str(home)
     try:
         with dg.DagsterInstance.get() as instance:
             yield instance
@@ -343,12 +345,13 @@ def test_a_person_sees_every_group_the_partitions_a_passed_then_failed_check_and
     SIGTERM to it (as a service manager sends) ends the webserver, daemon and code servers."""
     state, shard = tampered_state
     store = shard.parents[2]  # the tampered rerun's store: UI launches run over it
+    home = store_instance(store, state)  # its own instance, which `apsft ui` opens
     # the browser first: a missing one fails at once
     with chromium() as driver, served_ui(state, store=str(store)) as (port, proc):
         assert listening_addresses(port) == {"127.0.0.1"}  # `apsft ui` binds loopback unless told otherwise
         body = urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=10).read()
         assert b"dagster_webserver_version" in body
-        instance_yaml = (state / "dagster_home" / "dagster.yaml").read_text()
+        instance_yaml = (home / "dagster.yaml").read_text()
         assert "telemetry:\n  enabled: false" in instance_yaml and "nux:\n  enabled: false" in instance_yaml
         page = Page(driver, port, _screenshots(tmp_path))
         _sees_every_group_in_the_lineage(page)
@@ -360,7 +363,7 @@ def test_a_person_sees_every_group_the_partitions_a_passed_then_failed_check_and
         _sees_a_loss_curve_on_an_adapter_partition(page)
         _sees_a_finished_catalog(page, port)
         _shows_headless_runs_under_their_job_and_location(port, cli_run[0])
-        _launches_a_stage_asset_as_its_stage_does(port, state)
+        _launches_a_stage_asset_as_its_stage_does(port, home)
         assert alive(port)
         proc.send_signal(signal.SIGTERM)  # to `apsft ui` alone, as a service manager would
         proc.wait(timeout=60)

@@ -90,7 +90,7 @@ def test_a_killed_ui_run_is_failed_its_slot_freed_and_a_relaunch_writes_the_same
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("APSFT_STATE_DIR", str(tmp_path / "state"))
     monkeypatch.setenv("APSFT_STORE_DIR", str(store.root))
-    ensure_dagster_home()  # as `apsft ui` makes it: runs launch at once, the gpu pool one step at a time
+    ensure_dagster_home(store.root)  # as `apsft ui` makes it: runs launch at once, the gpu pool one step at a time
     workspace = str(PROJECT_ROOT / "workspace.yaml")
     with dg.DagsterInstance.get() as instance:
         with define_out_of_process_context(workspace, None, instance) as context:

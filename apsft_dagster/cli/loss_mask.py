@@ -36,7 +36,7 @@ def loss_mask(args: argparse.Namespace) -> int:
     export_choice(args)
     if args.action == "add":
         record = register(store, args.name, args.path)
-        _instance().add_dynamic_partitions(LM_DATASET, [record["name"]])  # listed in the UI until it is run
+        _instance(config).add_dynamic_partitions(LM_DATASET, [record["name"]])  # listed in the UI until it is run
         print(f"registered {record['name']}: {record['path']} ({record['bytes']:,} bytes, "
               f"sha256 {record['sha256'][:12]})")
         return 0
@@ -46,12 +46,12 @@ def loss_mask(args: argparse.Namespace) -> int:
     return _run(store, config, name)
 
 
-def _instance():
+def _instance(config):
     import dagster as dg
 
-    from apsft_dagster.core.paths import ensure_dagster_home
+    from apsft_dagster.core.paths import ensure_dagster_home, store_root
 
-    ensure_dagster_home()
+    ensure_dagster_home(store_root(config.profile))  # the store's own instance (--store is exported)
     return dg.DagsterInstance.get()
 
 

@@ -1,4 +1,5 @@
-"""`apsft ui`: serve the Dagster UI (`dagster dev` over workspace.yaml) and stop all of it on exit."""
+"""`apsft ui`: serve the Dagster UI (`dagster dev` over workspace.yaml) for one store, its own
+instance and its profile's code location, and stop all of it on exit."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from apsft_dagster.core.paths import PROJECT_ROOT, ensure_dagster_home, store_ro
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("ui", help="serve the Dagster UI")
-    profile_arguments(p, store=False)
+    p = sub.add_parser("ui", help="serve the Dagster UI of one store")
+    profile_arguments(p)
     p.add_argument("--port", type=int, default=3000)
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1: this machine only; Dagster OSS has no login, "
@@ -25,9 +26,10 @@ def add_parser(sub) -> None:
 
 def ui(args: argparse.Namespace) -> int:
     config = load_config(args.profile, args.config)  # a bad profile is refused here, before the instance is made
-    export_choice(args)
-    ensure_dagster_home()
-    _recover(str(store_root(config.profile)))
+    export_choice(args)  # the code location's profile and store (the definitions read them from the environment)
+    store = str(store_root(config.profile))  # --store, else APSFT_STORE_DIR, else the profile's own store
+    ensure_dagster_home(store)  # that store's instance: its runs only (issue 58)
+    _recover(store)
     cmd = [sys.executable, "-m", "dagster", "dev", "-w", "workspace.yaml", "-h", args.host, "-p", str(args.port)]
     proc = subprocess.Popen(cmd, cwd=PROJECT_ROOT, start_new_session=True)  # its own group, so we can end it all
     signal.signal(signal.SIGTERM, _interrupt)

@@ -92,3 +92,19 @@ class ObjectStoreError(ApsftError):
 
 class PlanError(ApsftError):
     """`apsft plan` cannot price the run as asked: a malformed rehearsal file, or a store it cannot read."""
+
+
+class AnchorError(ApsftError):
+    """The design anchor (`apsft freeze`) is refused, malformed, or the design changed after it without an amendment."""
+
+
+class ReviewError(ApsftError):
+    """A run would pass a review point (`apsft run --pause-after`) that was not resumed, or a resume is refused."""
+
+
+class KeyMismatchError(ApsftError):
+    """A bank shard was made under other settings than this run's (or its key was edited): refused, nothing written."""
+
+
+class StoreOwnerError(ApsftError):
+    """A store recorded for one profile was given a run of another (core/store_owner.py)."""

@@ -3,7 +3,10 @@ folder by default (override with env vars). The ground floor: it imports nothing
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import sys
 from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -58,19 +61,49 @@ run_coordinator:  # Dagster's default (runs launch at once); a UI launch gets it
 """
 
 
-def dagster_home() -> Path:
-    return Path(os.environ.get("DAGSTER_HOME") or state_dir() / "dagster_home")
+def store_instance(store: str | os.PathLike, state: Path | None = None) -> Path:
+    """The Dagster instance of one store, `<state>/instances/<slug>`: a store's runs, partitions and
+    checks are recorded apart from every other store's, so the UI of one never shows another's (issue 58).
+    The slug is the folder's name for a store in `<state>/store/` (a profile's default store: `smoke`),
+    else the store's last name and 10 hex of the SHA-256 of its resolved path or URL (`copy-3f2a...`)."""
+    state = state or state_dir()
+    if is_object_url(store):
+        location = str(store).rstrip("/")
+        name = location.rsplit("/", 1)[-1]
+    else:
+        path = Path(store).expanduser().resolve()
+        location, name = str(path), path.name
+        if path.parent == (state / "store").resolve() and _readable(name) == name:
+            return state / "instances" / name
+    digest = hashlib.sha256(location.encode()).hexdigest()[:10]
+    return state / "instances" / f"{_readable(name) or 'store'}-{digest}"
 
 
-def ensure_dagster_home() -> Path:
-    """Create DAGSTER_HOME with telemetry and the UI's first-visit prompt off, the `gpu` pool at one
-    step at a time (CPU stages still run beside it) and apsft's run coordinator (a UI launch of an
-    asset runs with its stage's tags), and export it for this process and its children. An existing
-    dagster.yaml is the user's and is left as it is."""
-    home = dagster_home()
+def _readable(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip(".")
+
+
+def dagster_home(store: str | os.PathLike) -> Path:
+    """`DAGSTER_HOME` when set (a team's instance, deploy/: it then records every store it is given,
+    as one instance does), else the store's own instance (`store_instance`)."""
+    given = os.environ.get("DAGSTER_HOME")
+    return Path(given) if given else store_instance(store)
+
+
+def ensure_dagster_home(store: str | os.PathLike) -> Path:
+    """Create the store's DAGSTER_HOME with telemetry and the UI's first-visit prompt off, the `gpu`
+    pool at one step at a time (CPU stages still run beside it) and apsft's run coordinator (a UI
+    launch of an asset runs with its stage's tags), and export it for this process and its children.
+    An existing dagster.yaml is the user's and is left as it is. When it makes a store's instance
+    beside the one every store shared before (`<state>/dagster_home`), it says so once."""
+    home = dagster_home(store)
     home.mkdir(parents=True, exist_ok=True)
     settings = home / "dagster.yaml"
     if not settings.exists():
         settings.write_text(LOCAL_INSTANCE_YAML)
+        if (shared := state_dir() / "dagster_home").is_dir() and shared.resolve() != home.resolve():
+            print(f"apsft: {store}'s runs are now recorded in its own instance {home}; the runs before, every "
+                  f"store's together, stay in {shared} (not moved; `DAGSTER_HOME={shared} apsft ui` opens it)",
+                  file=sys.stderr, flush=True)
     os.environ["DAGSTER_HOME"] = str(home)
     return home

@@ -14,6 +14,8 @@ from apsft_dagster.cli.args import export_choice, profile_arguments
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.rehearsal import declared
 from apsft_dagster.core.paths import ensure_dagster_home
+from apsft_dagster.core.store_owner import adopt, refuse_another
+from apsft_dagster.cli.experiment import review_point
 from apsft_dagster.cli.experiment.presentation import print_stage, summary
 
 
@@ -25,7 +27,10 @@ def add_parser(sub) -> None:
     p.add_argument("--to", dest="stop", metavar="STAGE", help="stop after this stage job")
     p.add_argument("--partitions", action="append", metavar="JOB=KEY[,KEY...]",
                    help="run only these partitions of a partitioned stage (repeatable)")
+    p.add_argument("--recompute", action="store_true",
+                   help="remake the bank shards made under other settings than this config's (default: refuse)")
     p.add_argument("--verbose", action="store_true", help="show Dagster's own log (debug level)")
+    review_point.add_arguments(p)  # --pause-after, --resume, --by
     p.set_defaults(handler=run)
 
 
@@ -36,6 +41,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.verbose:  # Hugging Face's per-load progress bars; the stages' own progress stays
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from apsft_dagster.core.engines.lifetime import preflight
+    from apsft_dagster.core.object_store import open_store
     from apsft_dagster.core.paths import store_root
     from apsft_dagster.experiment.stages import STAGES
     from apsft_dagster.runner import check_partition_keys, run_stages, select_stages
@@ -51,14 +57,23 @@ def run(args: argparse.Namespace) -> int:
         if stage.engine:
             preflight(config, stage.job)
     store = args.store or str(store_root(config.profile))
+    unrecorded = refuse_another(open_store(store), config, store)  # a store of another profile: refused here
+    # the design anchor and the review points (core/freeze.py, core/review.py): refused here, nothing written yet
+    stages, pause = review_point.before_run(args, config, store, stages)
+    if (refused := _bank_keys(open_store(store), config, stages, args.recompute)) is not None:
+        print(f"apsft: {refused}", file=sys.stderr)
+        return 2
     print(f"apsft run: profile {config.profile} (config {config.digest[:12]}), {config.compute.device} "
           f"{config.compute.dtype}, store {store}", flush=True)
     if config.rehearsal:
         print(f"  {declared(config)}", flush=True)
+    review_point.record_resume(args, config, store)  # --resume: who and when, once every check passed
+    if unrecorded:  # a new store, or one from before stores recorded their profile: it is this profile's now
+        print(f"apsft run: {adopt(open_store(store), config, store)}", flush=True)
     from apsft_dagster.run_recovery import said, sweep_leftovers  # dagster: imported only to run
 
     said(sweep_leftovers(store))
-    ensure_dagster_home()
+    ensure_dagster_home(store)  # the store's own instance: what the UI shows of it is its own (issue 58)
     import dagster as dg
 
     from apsft_dagster.core.engines.memory import freeze_loaded
@@ -70,7 +85,27 @@ def run(args: argparse.Namespace) -> int:
     outcomes = run_stages(defs, dg.DagsterInstance.get(), stages, partition_keys=keys, verbose=args.verbose,
                           isolate=lambda stage: gpu and stage.engine, origin=workspace_origin(),
                           on_stage=print_stage)
-    return summary(outcomes, stages, store)
+    code = summary(outcomes, stages, store)
+    review_point.after_run(config, store, pause, outcomes)  # a review point reached: recorded, with how to resume
+    return code
+
+
+BANK_STAGES = ("trace_bank_job", "bank_and_parity_job", "score_bank_job", "score_bank_index_job", "r1_labels_job",
+               "r1_labels_index_job", "evidence_seal_job")  # the stages that make, index or seal the banks
+
+
+def _bank_keys(store, config, stages, recompute: bool) -> str | None:
+    """Before anything is written: the refusal when the store's bank shards were made under other settings
+    (core/bank_key_check.py); with `--recompute`, say what will be remade and hand the choice to the stages."""
+    if not any(s.job in BANK_STAGES for s in stages):
+        return None
+    from apsft_dagster.core.bank_key_check import RECOMPUTE_ENV, preflight
+
+    refused, remade = preflight(store, config, recompute)
+    for line in remade:
+        print(f"apsft run: {line}", flush=True)
+    os.environ[RECOMPUTE_ENV] = "1" if recompute else ""
+    return refused
 
 
 def _partition_keys(specs: list[str] | None, jobs: set[str]) -> dict[str, list[str]]:
