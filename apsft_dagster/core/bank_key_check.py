@@ -179,6 +179,11 @@ def preflight(store, config, recompute: bool) -> tuple[str | None, list[str]]:
                   for bank, differ in found.items()]
 
 
+def _said(change: tuple) -> str:
+    name, old, new = change
+    return "no key (made before shard keys were recorded)" if change == NO_KEY else f"{name} {shown(old)} → {shown(new)}"
+
+
 def refusal(found: dict[str, dict]) -> str:
     """The refusal: each changed setting with its old and new value, the banks and shards made under the old
     one, and the three ways out."""
@@ -187,8 +192,7 @@ def refusal(found: dict[str, dict]) -> str:
         for change, tasks in differ.items():
             by_change.setdefault(change, []).append(f"{bank} {len(tasks)} shards (e.g. {tasks[0]})")
     lines = ["the store holds evidence made under other settings than this run's; nothing was written:"]
-    lines += [f"  {name} {shown(old)} → {shown(new)}: {', '.join(banks)}" for (name, old, new), banks in
-              by_change.items()]
+    lines += [f"  {_said(change)}: {', '.join(banks)}" for change, banks in by_change.items()]
     lines += ["Ways out: run on a new store (`--store DIR`); remake the affected banks (`apsft run --recompute`); "
               "or, for a field that decides no byte of a shard, record an amendment that covers it (`apsft amend "
               "TEXT --covers FIELD`)."]

@@ -17,7 +17,7 @@ import yaml
 
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT
-from apsft_dagster.core.layout import PARITY_GATE, TRACE_BANK, shard_file, summary_file
+from apsft_dagster.core.layout import PARITY_GATE, TRACE_BANK, key_file, shard_file, summary_file
 from apsft_dagster.core.parity import METRICS
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, dir_digests
 from apsft_dagster.core.tasks.catalog import train_task_ids
@@ -53,14 +53,15 @@ def apsft_run(profile: Path, store: Path, state: Path, *args: str) -> subprocess
 @pytest.fixture(scope="module")
 def stores(profile, tmp_path_factory):
     """Two processes: one harvests straight through; the other starts on a store holding the first
-    FIRST_PART shards, as a run killed after them leaves it (each shard and its receipt), and resumes."""
+    FIRST_PART shards, as a run killed after them leaves it (each shard, its key, their receipts), and resumes."""
     config = load_config(path=profile)
     tasks = train_task_ids(config)
     straight, resumed, state = (tmp_path_factory.mktemp(n) for n in ("straight", "resumed", "state"))
     apsft_run(profile, straight, state / "a", "--to", "bank_and_parity_job")
     left = {}
-    for task in tasks[:FIRST_PART]:
-        for name in (shard_file(TRACE_BANK, task), shard_file(TRACE_BANK, task) + RECEIPT_SUFFIX):
+    for task in tasks[:FIRST_PART]:  # each shard with its key (what made it), and their receipts
+        for name in (n + suffix for n in (key_file(TRACE_BANK, task), shard_file(TRACE_BANK, task))
+                     for suffix in ("", RECEIPT_SUFFIX)):
             (resumed / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(straight / name, resumed / name)
         left[task] = os.stat(resumed / shard_file(TRACE_BANK, task)).st_mtime_ns
