@@ -181,7 +181,9 @@ def preflight(store, config, recompute: bool) -> tuple[str | None, list[str]]:
 
 def _said(change: tuple) -> str:
     name, old, new = change
-    return "no key (made before shard keys were recorded)" if change == NO_KEY else f"{name} {shown(old)} → {shown(new)}"
+    if change == NO_KEY:
+        return "no key (made before shard keys were recorded)"
+    return f"{name} {shown(old)} → {shown(new)}"
 
 
 def refusal(found: dict[str, dict]) -> str:
