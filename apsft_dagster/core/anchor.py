@@ -16,11 +16,11 @@ import datetime as dt
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from apsft_dagster.core.config import Config, canonical_json
 from apsft_dagster.core.errors import AnchorError, HashMismatchError
-from apsft_dagster.core.json_input import error_field, parse_json
+from apsft_dagster.core.json_input import parse_json, validated
 from apsft_dagster.core.layout import DESIGN_ANCHOR
 from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
@@ -82,13 +82,8 @@ def read_anchor(store: Store) -> dict | None:
         data, digest = store.read(DESIGN_ANCHOR)
     except HashMismatchError as exc:
         raise AnchorError(f"the design anchor changed after it was frozen: {exc}") from None
-    doc = parse_json(data, where, AnchorError)
-    try:
-        _Anchor.model_validate(doc)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        raise AnchorError(f"{where}: field {error_field(err, '(the anchor)')!r}: {err['msg']}; the anchor is "
-                          "written by `apsft freeze`, never by hand") from None
+    doc = validated(_Anchor, parse_json(data, where, AnchorError), where, AnchorError, "(the anchor)",
+                    "the anchor is written by `apsft freeze`")
     return {**doc, "sha256": digest}
 
 

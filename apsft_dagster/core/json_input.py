@@ -66,3 +66,16 @@ def parse_json(data: bytes | str, where: str, error: type[ApsftError], parse_flo
 def error_field(err: dict, top: str = "(top level)") -> str:
     """The dotted field a pydantic validation error points at (`top` when it is the whole document)."""
     return ".".join(str(part) for part in err["loc"]) or top
+
+
+def validated(model, doc: object, where: str, error: type[ApsftError], top: str, written_by: str) -> object:
+    """`doc`, once `model` (a pydantic model) accepts it; else `error` naming `where`, the first field at fault
+    and its message, and that such a document is written by `written_by`, never by hand."""
+    from pydantic import ValidationError
+
+    try:
+        model.model_validate(doc)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise error(f"{where}: field {error_field(err, top)!r}: {err['msg']}; {written_by}, never by hand") from None
+    return doc

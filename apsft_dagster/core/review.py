@@ -14,10 +14,10 @@ import json
 from collections.abc import Iterable
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from apsft_dagster.core.errors import ReviewError
-from apsft_dagster.core.json_input import error_field, parse_json
+from apsft_dagster.core.json_input import parse_json, validated
 from apsft_dagster.core.layout import REVIEW_LOG
 from apsft_dagster.core.review_settings import POINTS
 from apsft_dagster.core.store import Store, sha256_bytes
@@ -43,13 +43,8 @@ def read_reviews(store: Store) -> list[dict]:
         return []
     where, events, prev = str(store.path(REVIEW_LOG)), [], GENESIS
     for n, line in enumerate(store.get_bytes(REVIEW_LOG).splitlines(keepends=True), start=1):
-        event = parse_json(line, f"{where} line {n}", ReviewError)
-        try:
-            _Event.model_validate(event)
-        except ValidationError as exc:
-            err = exc.errors()[0]
-            raise ReviewError(f"{where} line {n}: field {error_field(err, '(the line)')!r}: {err['msg']}; the log "
-                              "is written by `apsft run`, never by hand") from None
+        event = validated(_Event, parse_json(line, f"{where} line {n}", ReviewError), f"{where} line {n}",
+                          ReviewError, "(the line)", "the log is written by `apsft run`")
         if event["seq"] != n or event["prev_sha256"] != prev:
             raise ReviewError(f"{where} line {n}: out of sequence or chain broken (a line was edited or removed); "
                               "restore the log")
