@@ -30,7 +30,7 @@ def _copy(cli_run, tmp_path) -> Store:
 
 def _apsft(tmp_path, *args) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("APSFT_PROFILE", "APSFT_CONFIG", "DAGSTER"))}
-    env.update(APSFT_STATE_DIR=str(tmp_path / "state"))
+    env.update(APSFT_STATE_DIR=str(tmp_path / "state"), APSFT_SECOND_CORE="off")  # the other core is the suite's
     return subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", *args], cwd=PROJECT_ROOT, env=env,
                           capture_output=True, text=True, timeout=600)
 

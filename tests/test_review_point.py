@@ -118,7 +118,7 @@ def test_the_profile_key_pauses_as_the_flag_does_and_by_goes_with_resume(tmp_pat
 
 def _apsft(store, state, *args) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("APSFT_PROFILE", "APSFT_CONFIG", "DAGSTER"))}
-    env.update(APSFT_STATE_DIR=str(state), USER="reviewer")
+    env.update(APSFT_STATE_DIR=str(state), USER="reviewer", APSFT_SECOND_CORE="off")  # the other core: the suite
     return subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", "--store", str(store), *args],
                           cwd=PROJECT_ROOT, env=env, capture_output=True, text=True, timeout=600)
 

@@ -33,8 +33,9 @@ CHOICE = ("APSFT_PROFILE", "APSFT_CONFIG", "APSFT_STORE_DIR", "DAGSTER_HOME")
 
 def _apsft(state, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in CHOICE}
+    env.update(APSFT_STATE_DIR=str(state), APSFT_SECOND_CORE="off")  # the suite's other worker has the other core
     proc = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "run", *args], cwd=PROJECT_ROOT, text=True,
-                          capture_output=True, env={**env, "APSFT_STATE_DIR": str(state)}, timeout=600)
+                          capture_output=True, env=env, timeout=600)
     return proc
 
 
