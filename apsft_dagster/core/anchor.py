@@ -18,6 +18,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from apsft_dagster.core.bank_keys import flat
 from apsft_dagster.core.config import Config, canonical_json
 from apsft_dagster.core.errors import AnchorError, HashMismatchError
 from apsft_dagster.core.json_input import parse_json, validated
@@ -97,7 +98,7 @@ def changes_since_anchor(store: Store, config: Config) -> list[str]:
     changes = []
     if config.sealed_digest != anchor["config_digest"]:
         changes.append(f"config digest {anchor['config_digest'][:12]} -> {config.sealed_digest[:12]}")
-        old, new = _flat(anchor["config"]), _flat(config.registered.digest_body)
+        old, new = flat(anchor["config"]), flat(config.registered.digest_body)
         changes += [f"config {field}: {_shown(old, field)} -> {_shown(new, field)}"
                     for field in sorted(set(old) | set(new)) if old.get(field, _ABSENT) != new.get(field, _ABSENT)]
     code, frozen = code_now(anchor["code_patterns"]), anchor["code"]
@@ -114,19 +115,9 @@ def changes_since_anchor(store: Store, config: Config) -> list[str]:
 _ABSENT = object()
 
 
-def _shown(flat: dict, field: str) -> str:
-    value = flat.get(field, _ABSENT)
+def _shown(values: dict, field: str) -> str:
+    value = values.get(field, _ABSENT)
     return "(absent)" if value is _ABSENT else canonical_json(value).decode()
-
-
-def _flat(obj: object, prefix: str = "") -> dict[str, object]:
-    """A JSON tree as {dotted name: leaf}; an empty mapping is a leaf, a list one value."""
-    if not (isinstance(obj, dict) and obj):
-        return {prefix: obj}
-    out = {}
-    for key, value in obj.items():
-        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
 
 
 # What the anchor freezes for good (the seed re-anchored "without changing any design text, threshold, split,
@@ -147,7 +138,7 @@ def forbidden_changes(store: Store, config: Config) -> list[str]:
     anchor = read_anchor(store)
     if anchor is None:
         return []
-    old, new = _flat(anchor["config"]), _flat(config.registered.digest_body)
+    old, new = flat(anchor["config"]), flat(config.registered.digest_body)
     return [f"{field}: {_shown(old, field)} -> {_shown(new, field)}" for field in sorted(set(old) | set(new))
             if frozen(field) and old.get(field, _ABSENT) != new.get(field, _ABSENT)]
 

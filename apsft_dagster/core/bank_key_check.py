@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from apsft_dagster.core import bank_keys
-from apsft_dagster.core.bank_keys import UPSTREAM, changes, shard_key, shown, task_part
+from apsft_dagster.core.bank_keys import UPSTREAM, changes, hashable, shard_key, shown, task_part
 from apsft_dagster.core.errors import HashMismatchError, KeyMismatchError, ParityError
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.layout import BASE_MODEL_REPORT, PARITY_GATE, TASK_CATALOG, key_file, shard_file
@@ -33,12 +33,9 @@ def recompute_asked() -> bool:
 
 
 def scoring_instrument(store, config) -> str:
-    """The instrument that scores the bank now: the parity gate's rule where it has one."""
-    from apsft_dagster.core import parity
+    """The instrument that scores the bank now, by the parity gate's rule (core/parity.py)."""
+    from apsft_dagster.core.parity import scoring_instrument as rule
 
-    rule = getattr(parity, "scoring_instrument", None)
-    if rule is None:
-        return config.scoring.instrument
     report = store.get_json(PARITY_GATE) if store.exists(PARITY_GATE) else None
     try:
         return rule(report, config)[0]
@@ -53,7 +50,7 @@ def inherited_index(config) -> dict | None:
     if path is None:
         return None
     try:
-        return json.loads(open(path, "rb").read())["tasks"]
+        return json.loads(Path(path).read_bytes())["tasks"]
     except (OSError, ValueError, KeyError):
         return {}  # the import itself refuses a missing or malformed index, naming it
 
@@ -90,14 +87,16 @@ class Keyer:
                                    "nothing was written. Restore the key file, or remake the bank (`apsft run "
                                    "--recompute`)") from None
 
-    def decide(self, task: dict, recompute: bool | None = None, inputs: bool = True) -> tuple[str, list]:
+    def decide(self, task: dict, recompute: bool | None = None, inputs: bool = True,
+               old: dict | None = None) -> tuple[str, list]:
         """('make' | 'keep' | 'stale' | 'recompute' | 'refuse', the settings that differ); `recompute`
         defaults to whether this run asked for it (`APSFT_RECOMPUTE`); `inputs=False` leaves the upstream
-        shards unread (a shard the bank's own hash-parity check reports is no reason to stop here)."""
+        shards unread (a shard the bank's own hash-parity check reports is no reason to stop here); `old`:
+        the shard's key where the caller has read it already."""
         task_id, recompute = task["task_id"], recompute_asked() if recompute is None else recompute
         if not self.store.exists(shard_file(self.bank, task_id)):
             return "make", []
-        old = self.stored(task_id)
+        old = old if old is not None else self.stored(task_id)
         if old is None:
             return ("recompute", [NO_KEY]) if recompute else ("refuse", [NO_KEY])
         differ = changes(old["settings"], self.settings_for(task_id))
@@ -117,7 +116,7 @@ class Keyer:
         it was exported with."""
         made_by = None
         if self.inherited is not None and task["task_id"] in self.inherited:
-            made_by = exported_key(self.config.harvest.inherited_index, task["task_id"])
+            made_by = exported_key(self.config.harvest.inherited_index, self.inherited[task["task_id"]])
         return self.store.put_json(key_file(self.bank, task["task_id"]), self.expected(task, made_by))
 
     def keyed(self, make: Callable[[dict, str], tuple]) -> Callable[[dict, str], tuple]:
@@ -129,18 +128,17 @@ class Keyer:
         return make_keyed
 
 
-def exported_key(index_path: str, task_id: str) -> dict | None:
-    """The key an exported bank carries for a task (`keys/<task>.json` beside its index), if any."""
-    path = Path(index_path).parent / "keys" / f"{task_id}.json"
-    return json.loads(path.read_bytes()) if path.is_file() else None
+def exported_key(index_path: str, entry: dict) -> dict | None:
+    """The key an exported bank carries for a task (its index entry's `key`, beside the index; verified
+    against the entry's `key_sha256` by the import, core/bank.InheritedBank), if any."""
+    return json.loads((Path(index_path).parent / entry["key"]).read_bytes()) if entry.get("key") else None
 
 
 def covered_changes(store) -> set[tuple[str, object, object]]:
     """(field, old, new) of every change a recorded amendment covers (`apsft amend --covers`)."""
     from apsft_dagster.core.amendments import read_log
 
-    return {(name, tuple(c["from"]) if isinstance(c["from"], list) else c["from"],
-             tuple(c["to"]) if isinstance(c["to"], list) else c["to"])
+    return {(name, hashable(c["from"]), hashable(c["to"]))
             for record in read_log(store) for name, c in (record.get("covers") or {}).items()}
 
 
@@ -157,7 +155,7 @@ def store_changes(store, config, banks: Iterable[str] = bank_keys.BANKS) -> dict
         shards = sorted(p.name.removesuffix(".parquet") for p in store.local_files(f"{bank}/shards/*.parquet"))
         keyer, differ = Keyer(store, config, bank), {}
         for task_id in shards:
-            if task_id not in catalog or not store.exists(shard_file(bank, task_id)):
+            if task_id not in catalog:
                 continue
             verdict, changed = keyer.decide(catalog[task_id], recompute=False, inputs=False)
             if verdict == "refuse":
@@ -229,15 +227,15 @@ def sealed_keys(store, config, bank: str, index: dict) -> tuple[list[str], dict]
             problems.append(f"{store.path(shard_file(bank, task_id))}: no key (made before shard keys were recorded); "
                             "remake the bank (`apsft run --recompute`)")
             continue
-        actual = store.verify(name) if store.exists(name) else None
+        data, actual = store.read(name)
         if actual != entry["key_sha256"]:
             problems.append(f"{store.path(name)}: SHA-256 {actual}, the bank index records {entry['key_sha256']}")
             continue
-        key = json.loads(store.get_bytes(name))
+        key = json.loads(data)
         digest = sha256_bytes(json_bytes(key["settings"]))
         distinct.setdefault(digest, {"settings": key["settings"], "shards": 0})["shards"] += 1
         if task_id in catalog:
-            verdict, differ = keyer.decide(catalog[task_id], recompute=False)
+            verdict, differ = keyer.decide(catalog[task_id], recompute=False, old=key)
             if verdict == "refuse":
                 problems += [f"{store.path(name)}: {n} {shown(a)} → {shown(b)} (made under other settings)"
                              for n, a, b in differ]

@@ -111,7 +111,7 @@ def changes(old: dict, new: dict) -> list[tuple[str, object, object]]:
     for name in sorted(set(old["fields"]) | set(new["fields"])):
         a, b = old["fields"].get(name, "(absent)"), new["fields"].get(name, "(absent)")
         if a != b:
-            found.append((name, _hashable(a), _hashable(b)))
+            found.append((name, hashable(a), hashable(b)))
     for name, label in (("model_fingerprint", "model fingerprint"), ("seed", "seeds.experiment"),
                         ("instrument", "instrument")):
         if old.get(name) != new.get(name):
@@ -122,8 +122,9 @@ def changes(old: dict, new: dict) -> list[tuple[str, object, object]]:
     return found
 
 
-def _hashable(value: object) -> object:
-    return tuple(_hashable(v) for v in value) if isinstance(value, list) else value
+def hashable(value: object) -> object:
+    """A JSON value as a set member: lists become tuples."""
+    return tuple(hashable(v) for v in value) if isinstance(value, list) else value
 
 
 def shown(value: object) -> str:
