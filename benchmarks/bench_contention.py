@@ -8,7 +8,7 @@ before the run and killed after it. The outputs of both runs are compared too: p
 kernels must give the same bytes however busy the machine was.
 
 --one-core adds a quiet run with the second core's helper off (`APSFT_SECOND_CORE=off`,
-assets/second_core.py): what the helper saves, and that its bytes are the same. --built adds a
+workers/local.py): what the helper saves, and that its bytes are the same. --built adds a
 quiet run that builds its model (`APSFT_MODEL_CACHE=off`): the shipped model's receipts against a
 model built from scratch. Every run's receipts are compared with the first's.
 

@@ -115,7 +115,7 @@ def test_a_partition_computed_again_in_this_process_is_the_same_file(cli_run, tm
     history and no helper, with the helper's own work function, is the same file: a policy of
     Stage A's that the helper computed, and the scoring and R1 of a task whose traces the helper drew (on
     smoke the step computes those itself; on the laptop a helper shares them too)."""
-    from apsft_dagster.assets.second_core import SWITCH
+    from apsft_dagster.workers.local import SWITCH
 
     proc, store, _ = cli_run
     copy = Store(tmp_path / "store")

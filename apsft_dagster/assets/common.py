@@ -128,7 +128,7 @@ def log_and_show(context: dg.AssetExecutionContext) -> Callable[[str], None]:
 
 def shard_work(store, bank: str, make: Callable[[dict, str], tuple[str, str, dict]],
                keyer=None) -> Callable[[str], dict]:
-    """A bank's work for the second core's helper (assets/second_core.py): one task's shard by id,
+    """A bank's work for the second core's helper (workers/local.py): one task's shard by id,
     made with the bank's own `make` (kept when the shard is there; the step decided which to remake),
     its key recorded first by `keyer`."""
     from apsft_dagster.core.layout import TASK_CATALOG, shard_file
@@ -158,6 +158,14 @@ def _remove_remade(store, bank: str, decisions: dict[str, str], say: Callable[[s
         say("remaking " + ", ".join(f"{n} {why[d]}" for d, n in remade.items()))
 
 
+def _hand_over(share, todo: list[str]) -> bool:
+    """A Ray pool takes every shard to make at once; the second core, once the first made says the
+    rest is worth it (`expect_after`): True where the loop must tell it then."""
+    if share is not None and share.upfront:
+        share.expect(todo).open()
+    return share is not None and not share.upfront
+
+
 def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.DataFrame,
                 make: Callable[[dict, str], tuple[str, str, dict]], share=None, keyer=None) -> dg.MaterializeResult:
     """The resumable per-task loop of every task-partitioned bank.
@@ -168,7 +176,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
     own metadata (action, shard SHA-256, figures) through `add_asset_metadata(partition_key=...)`,
     Dagster 1.13's per-partition record in a single-run backfill; the data version stays run-wide
     (1.13 has no supported per-partition data version in one run). Progress goes to the Dagster
-    log and, in a terminal, to a progress bar. `share` (assets/second_core.py) may share the shards
+    log and, in a terminal, to a progress bar. `share` (workers/local.py) may share the shards
     still to make with a helper process, which takes them from the back, once the first shard made
     says the rest is worth it; the loop takes its (action, figures). `keyer` (core/bank_key_check.py)
     first decides every shard already there against this run's settings: kept, remade when stale or
@@ -185,7 +193,7 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
         make = keyer.keyed(make)
     rows = tasks.sort("task_id").iter_rows(named=True)
     todo = [t for t in tasks.sort("task_id")["task_id"] if not store.exists(shard_file(bank, t))]
-    first = share is not None  # the helper, if any, starts after the first shard made (`expect_after`)
+    first = _hand_over(share, todo)
     for i, task in enumerate(tqdm(rows, total=tasks.height, desc=bank, disable=not sys.stderr.isatty())):
         name = shard_file(bank, task["task_id"])
         got = share.result(task["task_id"]) if share is not None else None
@@ -202,7 +210,8 @@ def fill_shards(context: dg.AssetExecutionContext, store, bank: str, tasks: pl.D
                 first = False
         digests[task["task_id"]] = digest
         counts[action] += 1
-        context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures}, partition_key=task["task_id"])
+        context.add_asset_metadata({"action": action, "shard_sha256": digest, **figures,  # and which worker, where
+                                    **(share.placed(task["task_id"]) if share else {})}, partition_key=task["task_id"])
         pace_note = pace.step(action != "kept", *(share.pace() if share is not None else ()))
         if action == "kept":  # a run of kept shards is one log line, not one each
             kept.append((i, task["task_id"]))

@@ -29,6 +29,7 @@ from apsft_dagster.core.json_input import error_field
 from apsft_dagster.core.loss_mask.settings import LossMask
 from apsft_dagster.core.paths import CONFIG_DIR, local_model_dir
 from apsft_dagster.core.plan_settings import Plan
+from apsft_dagster.core.ray_settings import Ray
 from apsft_dagster.core.review_settings import Review
 from apsft_dagster.core.run_report.settings import HackThresholds, RunReport
 from apsft_dagster.core.splits import CONFIGURED, SPLIT_TABLE
@@ -39,7 +40,7 @@ SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's, 8x fas
 SIBLING_SECTIONS = ("loss_mask", "run_report")
 # Left out of the digest that binds every receipt: settings that change no artifact (the siblings', `plan`'s envelopes
 # of `apsft plan`, `gpu`'s kernel choice), so setting them on the machine that runs the protocol voids no receipt.
-UNSEALED_SECTIONS = (*SIBLING_SECTIONS, "plan", "gpu", "review")  # review: when `apsft run` pauses
+UNSEALED_SECTIONS = (*SIBLING_SECTIONS, "plan", "gpu", "review", "ray")  # review: when `apsft run` pauses; ray: where
 
 
 class Config(Strict):
@@ -65,6 +66,7 @@ class Config(Strict):
     plan: Plan | None = None
     gpu: Gpu | None = None
     review: Review | None = None  # the review points `apsft run` pauses at (core/review_settings.py)
+    ray: Ray | None = None  # the Ray cluster the engine stages fan out over (core/ray_settings.py)
     # a declared rehearsal: the registered profile it re-reads with changed thresholds (core/rehearsal.py)
     rehearsal: str | None = None
     _registered: Any = PrivateAttr(default=None)

@@ -108,3 +108,7 @@ class KeyMismatchError(ApsftError):
 
 class StoreOwnerError(ApsftError):
     """A store recorded for one profile was given a run of another (core/store_owner.py)."""
+
+
+class ClusterError(ApsftError):
+    """The Ray cluster a run was told to use cannot be reached, or has no device for its workers."""

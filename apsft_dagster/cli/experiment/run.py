@@ -15,7 +15,7 @@ from apsft_dagster.core.config import load_config
 from apsft_dagster.core.rehearsal import declared
 from apsft_dagster.core.paths import ensure_dagster_home
 from apsft_dagster.core.store_owner import adopt, refuse_another
-from apsft_dagster.cli.experiment import review_point
+from apsft_dagster.cli.experiment import review_point, scale
 from apsft_dagster.cli.experiment.presentation import print_stage, summary
 
 
@@ -31,6 +31,7 @@ def add_parser(sub) -> None:
                    help="remake the bank shards made under other settings than this config's (default: refuse)")
     p.add_argument("--verbose", action="store_true", help="show Dagster's own log (debug level)")
     review_point.add_arguments(p)  # --pause-after, --resume, --by
+    scale.add_arguments(p)  # --ray [ADDRESS], --devices N
     p.set_defaults(handler=run)
 
 
@@ -63,10 +64,13 @@ def run(args: argparse.Namespace) -> int:
     if (refused := _bank_keys(open_store(store), config, stages, args.recompute)) is not None:
         print(f"apsft: {refused}", file=sys.stderr)
         return 2
+    on_ray = scale.join(args, config)  # a cluster nobody answers at, or without a device: refused, nothing written
     print(f"apsft run: profile {config.profile} (config {config.digest[:12]}), {config.compute.device} "
           f"{config.compute.dtype}, store {store}", flush=True)
     if config.rehearsal:
         print(f"  {declared(config)}", flush=True)
+    if on_ray:
+        print(f"  {on_ray}", flush=True)
     review_point.record_resume(args, config, store)  # --resume: who and when, once every check passed
     if unrecorded:  # a new store, or one from before stores recorded their profile: it is this profile's now
         print(f"apsft run: {adopt(open_store(store), config, store)}", flush=True)

@@ -4,7 +4,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from apsft_dagster.assets.second_core import Share
+from apsft_dagster import workers
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.evaluation.generations import eval_tasks
@@ -31,11 +31,11 @@ def stage_a_generations(context: dg.AssetExecutionContext, experiment: Experimen
     tasks, digests = eval_tasks(store.get_parquet(TASK_CATALOG)), {}
     keys = context.partition_keys
     todo = [p for p in keys if not store.exists(eval_generations(p))]  # a kept file: the step reuses its rows
-    share = Share("stage_a_generations", generations_worker, experiment, generator).expect(todo).open()
+    share = workers.share("stage_a_generations", generations_worker, experiment, generator).expect(todo).open()
     for i, policy in enumerate(keys):
         got = share.result(policy) or _generations(experiment, generator, tasks, policy)
         digests[policy], figures = store.verify(eval_generations(policy)), got["figures"]
-        context.add_asset_metadata({"sha256": digests[policy], **figures}, partition_key=policy)
+        context.add_asset_metadata({"sha256": digests[policy], **figures, **share.placed(policy)}, partition_key=policy)
         context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {figures['generated']} generated, "
                          f"{figures['reused']} reused, {figures['new_tokens']} new tokens")
     generator.release()
@@ -53,7 +53,7 @@ def _generations(experiment: ExperimentResource, generator: GenerationResource, 
 
 
 def generations_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
-    """The second core's share of Stage A's generations (assets/second_core.py): one policy's."""
+    """The second core's share of Stage A's generations (workers/local.py): one policy's."""
     tasks = eval_tasks(experiment.store().get_parquet(TASK_CATALOG))
     generator = GenerationResource(experiment=experiment)
     return lambda policy: _generations(experiment, generator, tasks, policy)

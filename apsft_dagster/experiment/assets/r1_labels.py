@@ -6,7 +6,7 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
-from apsft_dagster.assets.second_core import Share
+from apsft_dagster import workers
 from apsft_dagster.experiment.assets.score_bank import score_bank, score_bank_index
 from apsft_dagster.core.bank import load_shards, write_index
 from apsft_dagster.core.bank_key_check import Keyer
@@ -25,7 +25,7 @@ def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
     """Continue x + z + b once per scored trace (rollouts.sampling), parse, label success."""
     store = experiment.store()
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    share = Share("r1_labels", r1_worker, experiment, generator)
+    share = workers.share("r1_labels", r1_worker, experiment, generator)
     keyer = Keyer(store, experiment.config(), R1_BANK)
     return fill_shards(context, store, R1_BANK, catalog, _maker(experiment, generator), share, keyer)
 
@@ -45,7 +45,7 @@ def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Cal
 
 
 def r1_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
-    """The second core's share of the rollouts (assets/second_core.py): one task's shard by id."""
+    """The second core's share of the rollouts (workers/local.py): one task's shard by id."""
     store = experiment.store()
     return shard_work(store, R1_BANK, _maker(experiment, GenerationResource(experiment=experiment)),
                       Keyer(store, experiment.config(), R1_BANK))

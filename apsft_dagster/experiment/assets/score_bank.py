@@ -6,7 +6,7 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
-from apsft_dagster.assets.second_core import Share
+from apsft_dagster import workers
 from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import load_shards, write_index
 from apsft_dagster.core.bank_key_check import Keyer
@@ -58,7 +58,7 @@ def score_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
     _, reason = scoring_instrument(_gate(store), config)  # a ParityError here: the fast instrument may not score
     context.log.info(f"scoring instrument: {reason}")
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    share = Share("score_bank", score_worker, experiment, scorer, {"batch_size": scorer.batch_size})
+    share = workers.share("score_bank", score_worker, experiment, scorer, {"batch_size": scorer.batch_size})
     keyer = Keyer(store, config, SCORE_BANK)
     return fill_shards(context, store, SCORE_BANK, catalog, _maker(experiment, scorer), share, keyer)
 
@@ -84,7 +84,7 @@ def _gate(store) -> dict | None:
 
 
 def score_worker(experiment: ExperimentResource, batch_size: int) -> Callable[[str], dict]:
-    """The second core's share of scoring (assets/second_core.py): one task's shard by id."""
+    """The second core's share of scoring (workers/local.py): one task's shard by id."""
     scorer = ScoringResource(experiment=experiment, batch_size=batch_size)
     store = experiment.store()
     return shard_work(store, SCORE_BANK, _maker(experiment, scorer), Keyer(store, experiment.config(), SCORE_BANK))

@@ -8,7 +8,7 @@ from collections.abc import Callable
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.second_core import Share
+from apsft_dagster import workers
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, table_preview
 from apsft_dagster.core.base_model import load_tokenizer
 from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks
@@ -70,13 +70,13 @@ def stage_b_generations(context: dg.AssetExecutionContext, experiment: Experimen
     keys = context.partition_keys
     todo = [p for p in keys if not store.exists(generations_name(p))
             or (p in stage_b["sampled_policies"] and not store.exists(stage_b_samples(p)))]  # kept: the step's
-    share = Share("stage_b_generations", generations_worker, experiment, generator).expect(todo).open()
+    share = workers.share("stage_b_generations", generations_worker, experiment, generator).expect(todo).open()
     for i, policy in enumerate(keys):
         got = share.result(policy) or work(policy)
         for kind, name, figures in got["runs"]:
             digests[name] = store.verify(name)
-            context.add_asset_metadata({f"{kind}_{k}": v for k, v in {"sha256": digests[name], **figures}.items()},
-                                       partition_key=policy)
+            context.add_asset_metadata({**{f"{kind}_{k}": v for k, v in {"sha256": digests[name], **figures}.items()},
+                                        **share.placed(policy)}, partition_key=policy)
             context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy} {kind}: {figures['generated']} "
                              f"generated, {figures['reused']} reused, {figures['new_tokens']} new tokens")
     generator.release()
@@ -89,7 +89,7 @@ def generations_worker(experiment: ExperimentResource,
                        generator: GenerationResource | None = None) -> Callable[[str], dict]:
     """One policy's Stage B generations -> {"runs": [(kind, file, figures)]}: greedy (Stage A's rows
     reused by key), and k samples when the plan samples it. Also the second core's share
-    (assets/second_core.py)."""
+    (workers/local.py)."""
     config, store = experiment.config(), experiment.store()
     generator = generator or GenerationResource(experiment=experiment)
     stage_b = store.get_json(STAGE_B_PLAN)

@@ -7,7 +7,7 @@ import polars as pl
 
 from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
-from apsft_dagster.assets.second_core import Share
+from apsft_dagster import workers
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.core import trace_rollup
 from apsft_dagster.core.bank_key_check import Keyer
@@ -27,10 +27,10 @@ def trace_bank(context: dg.AssetExecutionContext, experiment: ExperimentResource
                generator: GenerationResource) -> dg.MaterializeResult:
     """One Parquet shard per train task. Resumable: a verified shard is kept, an inherited one is
     imported byte for byte, only the rest is generated (the model loads once per process; on a CPU
-    with a core to spare, a second process harvests from the back: assets/second_core.py)."""
+    with a core to spare, a second process harvests from the back: workers/local.py)."""
     store = experiment.store()
     catalog = store.get_parquet(TASK_CATALOG).filter(pl.col("task_id").is_in(context.partition_keys))
-    share = Share("trace_bank", harvest_worker, experiment, generator)
+    share = workers.share("trace_bank", harvest_worker, experiment, generator)
     keyer = Keyer(store, experiment.config(), TRACE_BANK)
     return fill_shards(context, store, TRACE_BANK, catalog, _maker(experiment, generator), share, keyer)
 
@@ -55,7 +55,7 @@ def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Cal
 
 
 def harvest_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
-    """The second core's share of the harvest (assets/second_core.py): one task's shard by id."""
+    """The second core's share of the harvest (workers/local.py): one task's shard by id."""
     store = experiment.store()
     return shard_work(store, TRACE_BANK, _maker(experiment, GenerationResource(experiment=experiment)),
                       Keyer(store, experiment.config(), TRACE_BANK))

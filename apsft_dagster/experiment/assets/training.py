@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from apsft_dagster.assets.second_core import Share
+from apsft_dagster import workers
 from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, log_and_show, png_markdown,
                                         svg_markdown)
 from apsft_dagster.core.budget import stage_b_outlook
@@ -58,7 +58,7 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
     manifest, manifest_sha, _ = verified_manifest(store, config)
     todo = [p for p in context.partition_keys if not completed(store, adapter_report(p), adapter_dir(p))]
     # a warm helper loads on the idle core during the warm-up; it trains nothing before the gate passed
-    share = Share(context.asset_key.to_user_string(), training_worker, experiment, trainer).expect(todo)
+    share = workers.share(context.asset_key.to_user_string(), training_worker, experiment, trainer).expect(todo)
     gate = None
     if todo:
         gate = _gate(context, experiment, trainer, manifest, parse_policy(todo[0])[0])
@@ -72,7 +72,8 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
         else:
             report, timing, action = store.get_json(adapter_report(policy)), None, "kept"
         reports[policy] = report
-        context.add_asset_metadata(_metadata(store, report, timing, action, gate), partition_key=policy)
+        context.add_asset_metadata({**_metadata(store, report, timing, action, gate), **share.placed(policy)},
+                                   partition_key=policy)
         context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {action}, "
                          f"{report['optimizer_steps']} steps, final loss {report['curve'][-1]['loss']:.4f}")
     problems = adapter_problems(store, reports, config.training)
@@ -111,9 +112,9 @@ def _gate(context: dg.AssetExecutionContext, experiment: ExperimentResource, tra
 
 
 def training_worker(experiment: ExperimentResource) -> Callable[[str], dict]:
-    """The second core's share of training (assets/second_core.py): one policy's adapter, behind the
+    """The second core's share of training (workers/local.py): one policy's adapter, behind the
     gate the step already passed; its step lines go to stderr."""
-    from apsft_dagster.assets.second_core import say
+    from apsft_dagster.workers.local import say
 
     config, store = experiment.config(), experiment.store()
     _, manifest_sha, _ = verified_manifest(store, config)

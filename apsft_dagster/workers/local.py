@@ -37,8 +37,8 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from apsft_dagster.assets import pinning
-from apsft_dagster.assets.pinning import pin_apart, unpin
+from apsft_dagster.workers import pinning
+from apsft_dagster.workers.pinning import pin_apart, unpin
 from apsft_dagster.core.engines.memory import freeze_loaded
 from apsft_dagster.core.leftovers import alive
 
@@ -78,7 +78,7 @@ class Helper:
         (self._dir / "claims").mkdir()
         fields = {field: getattr(experiment, field) for field in ("profile", "config_path", "store_dir",
                                                                    "definitions_digest")}
-        cmd = [sys.executable, "-m", "apsft_dagster.assets.second_core", name,
+        cmd = [sys.executable, "-m", "apsft_dagster.workers.local", name,
                f"{factory.__module__}:{factory.__qualname__}", json.dumps(fields), json.dumps(options or {}),
                str(self._dir / "results.jsonl"), str(os.getpid())]
         self._proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stdin=subprocess.PIPE, text=True)
@@ -161,8 +161,10 @@ class Share:
     step's model-holding resource: the helper builds the project's own, so a step given another (a
     test's scripted engine, a subclass) never shares."""
 
+    upfront = False  # a bank's partitions reach the helper once its first says they are worth it (`expect_after`)
+
     def __init__(self, name: str, factory: Factory, experiment, resource, options: dict | None = None):
-        self._args, self.helper, self._todo = (name, factory, experiment), None, []
+        self._args, self.helper, self._todo, self._helped = (name, factory, experiment), None, [], set()
         self._options = options
         self._on = wanted(experiment.config()) and type(resource).__module__.startswith(STOCK)
 
@@ -198,7 +200,13 @@ class Share:
         """None: `key` is the step's to compute. Otherwise the helper's result for it."""
         if self.helper is None or not self.helper.keys or self.helper.take(key):
             return None
-        return self.helper.result(key)
+        if (got := self.helper.result(key)) is not None:
+            self._helped.add(key)
+        return got
+
+    def placed(self, key: str) -> dict:
+        """Who computed `key` (the partition's metadata): {"worker": "second core"}, or {} for the step."""
+        return {"worker": "second core", "pid": self.helper._proc.pid} if key in self._helped else {}
 
 
 def _discard(proc: subprocess.Popen, folder: Path, pinned: set[int] | None = None) -> None:

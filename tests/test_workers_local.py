@@ -1,4 +1,4 @@
-"""The second core's helper (assets/second_core.py): when a step wants one, which partitions it
+"""The second core's helper (workers/local.py): when a step wants one, which partitions it
 takes, and what the step does when the helper fails. That a helper's bytes equal the step's own is
 proved on README command 1's run (test_materialize's docstring names the tests)."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from apsft_dagster.assets import pinning, second_core
+from apsft_dagster.workers import local, pinning
 from apsft_dagster.core.config import load_config
 from apsft_dagster.experiment.assets.trace_bank import harvest_worker
 from apsft_dagster.resources import ExperimentResource, GenerationResource
@@ -31,15 +31,15 @@ def _config(profile="smoke", **compute):
     ("smoke_vllm", {}, 2, None, False),  # vLLM's CPU engine: not tried two at once
 ])
 def test_a_helper_only_where_a_core_is_spare(monkeypatch, profile, compute, cores, env, expected):
-    monkeypatch.setattr(second_core, "cores", lambda: cores)
+    monkeypatch.setattr(local, "cores", lambda: cores)
     if env is None:
-        monkeypatch.delenv(second_core.SWITCH, raising=False)
+        monkeypatch.delenv(local.SWITCH, raising=False)
     else:
-        monkeypatch.setenv(second_core.SWITCH, env)
-    assert second_core.wanted(_config(profile, **compute)) is expected
+        monkeypatch.setenv(local.SWITCH, env)
+    assert local.wanted(_config(profile, **compute)) is expected
 
 
-class _Recorded(second_core.Helper):
+class _Recorded(local.Helper):
     def __init__(self, name, factory, experiment, options=None):  # records; starts no process
         self.name, self.keys = name, []
 
@@ -50,9 +50,9 @@ class _Recorded(second_core.Helper):
 @pytest.fixture
 def recorded(monkeypatch):
     """Two cores, the helper switched on and recorded (`_Recorded`: no process); (experiment, generator)."""
-    monkeypatch.setattr(second_core, "cores", lambda: 2)
-    monkeypatch.delenv(second_core.SWITCH, raising=False)
-    monkeypatch.setattr(second_core, "Helper", _Recorded)
+    monkeypatch.setattr(local, "cores", lambda: 2)
+    monkeypatch.delenv(local.SWITCH, raising=False)
+    monkeypatch.setattr(local, "Helper", _Recorded)
     experiment = ExperimentResource(profile="smoke")
     generator = GenerationResource(experiment=experiment)
     return experiment, generator
@@ -63,18 +63,18 @@ def test_a_step_that_expects_work_starts_a_warm_helper_and_gives_it_the_keys_onc
     (it loads); `open()` gives it the partitions in the step's order; before that every partition is
     the step's. One partition, or none, or a resource the helper could not build: no helper."""
     experiment, generator = recorded
-    share = second_core.Share("trace_bank", harvest_worker, experiment, generator).expect(list("abcdef"))
+    share = local.Share("trace_bank", harvest_worker, experiment, generator).expect(list("abcdef"))
     assert share.helper.keys == [] and share.result("f") is None  # not open: the step's
     share.open()
     assert share.helper.keys == list("abcdef")
     share.open()  # given once
     assert share.helper.keys == list("abcdef")
     for todo in ([], ["a"]):
-        assert second_core.Share("score_bank", harvest_worker, experiment, generator).expect(todo).helper is None
+        assert local.Share("score_bank", harvest_worker, experiment, generator).expect(todo).helper is None
 
     class Scripted(GenerationResource):  # a test's engine: the helper could not build it
         pass
-    never = second_core.Share("trace_bank", harvest_worker, experiment, Scripted(experiment=experiment))
+    never = local.Share("trace_bank", harvest_worker, experiment, Scripted(experiment=experiment))
     assert never.expect(list("abcdef")).open().helper is None and never.result("f") is None
 
 
@@ -82,16 +82,16 @@ def test_a_bank_starts_its_helper_after_its_first_shard_only_when_the_rest_is_wo
     """`expect_after(seconds, rest)`: the rest at the first shard's pace must be worth `WORTH_S` (a
     helper's load twice over): 12 tasks at 1 s are, 11 are not; 17 at 0.2 s (smoke's scoring) not."""
     experiment, generator = recorded
-    assert second_core.WORTH_S == 12.0
-    share = lambda: second_core.Share("score_bank", harvest_worker, experiment, generator)  # noqa: E731
+    assert local.WORTH_S == 12.0
+    share = lambda: local.Share("score_bank", harvest_worker, experiment, generator)  # noqa: E731
     assert share().expect_after(1.0, [f"t{i}" for i in range(12)]).open().helper.keys == [f"t{i}" for i in range(12)]
     assert share().expect_after(1.0, [f"t{i}" for i in range(11)]).open().helper is None
     assert share().expect_after(0.2, [f"t{i}" for i in range(17)]).open().helper is None
 
 
 def test_exactly_one_side_wins_each_claim(tmp_path):
-    assert second_core.claim(tmp_path, 3) and not second_core.claim(tmp_path, 3)
-    assert second_core.claim(tmp_path, 4) and sorted(p.name for p in tmp_path.iterdir()) == ["3", "4"]
+    assert local.claim(tmp_path, 3) and not local.claim(tmp_path, 3)
+    assert local.claim(tmp_path, 4) and sorted(p.name for p in tmp_path.iterdir()) == ["3", "4"]
 
 
 def sleeper(experiment, seconds: float, fail: str = "") -> Callable[[str], dict]:
@@ -104,14 +104,14 @@ def sleeper(experiment, seconds: float, fail: str = "") -> Callable[[str], dict]
     return work
 
 
-def _shared(tmp_path, monkeypatch, keys, watch=None, **options) -> tuple[second_core.Share, dict[str, int]]:
+def _shared(tmp_path, monkeypatch, keys, watch=None, **options) -> tuple[local.Share, dict[str, int]]:
     """A real helper running `sleeper` beside a step that sleeps as long a key; who computed each key.
     `watch(share)` is called as the step reaches each key."""
-    monkeypatch.setattr(second_core, "cores", lambda: 2)
-    monkeypatch.delenv(second_core.SWITCH, raising=False)
+    monkeypatch.setattr(local, "cores", lambda: 2)
+    monkeypatch.delenv(local.SWITCH, raising=False)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    share = second_core.Share("trace_bank", sleeper, experiment, GenerationResource(experiment=experiment),
+    share = local.Share("trace_bank", sleeper, experiment, GenerationResource(experiment=experiment),
                               options).expect(keys)
     deadline = time.monotonic() + 120
     while not share.helper.ready():
@@ -183,7 +183,7 @@ def test_a_warm_helper_loads_says_ready_and_computes_what_it_is_given(tmp_path):
 
     Store(tmp_path / "store").put_parquet(TASK_CATALOG, build_catalog(load_config("smoke")))
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    helper = second_core.Helper("trace_bank", harvest_worker, experiment)
+    helper = local.Helper("trace_bank", harvest_worker, experiment)
     deadline = time.monotonic() + 120
     while not helper.ready():
         assert helper._proc.poll() is None and time.monotonic() < deadline, "the warm helper never got ready"
@@ -198,7 +198,7 @@ def test_a_warm_helper_never_given_work_stops_with_its_step(tmp_path):
     import gc
 
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    helper = second_core.Helper("trace_bank", harvest_worker, experiment)
+    helper = local.Helper("trace_bank", harvest_worker, experiment)
     proc, folder = helper._proc, helper._dir
     del helper
     gc.collect()
@@ -209,7 +209,7 @@ def test_a_helper_that_dies_loading_leaves_every_key_to_the_step(tmp_path):
     """A real helper over a store with no task catalog: its worker fails to build, so it claims
     nothing; the step wins every claim and computes every key itself; the temp folder goes."""
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    helper = second_core.Helper("trace_bank", harvest_worker, experiment)
+    helper = local.Helper("trace_bank", harvest_worker, experiment)
     folder = helper._dir
     assert helper._proc.wait(timeout=120) not in (0, None) and not helper.ready()
     helper.give(["caravan-L1-000", "caravan-L1-001"])
@@ -223,10 +223,10 @@ def test_a_helper_dropped_unread_stops_and_leaves_no_folder(tmp_path):
     import gc
 
     experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-    helper = second_core.Helper("trace_bank", harvest_worker, experiment)
+    helper = local.Helper("trace_bank", harvest_worker, experiment)
     helper.give(["caravan-L1-000"])
     proc, folder = helper._proc, helper._dir
-    assert folder.is_dir() and folder.name.startswith(f"{second_core.PREFIX}{os.getpid()}-")
+    assert folder.is_dir() and folder.name.startswith(f"{local.PREFIX}{os.getpid()}-")
     del helper
     gc.collect()
     assert proc.poll() is not None and not folder.exists()
@@ -241,26 +241,26 @@ def test_a_killed_steps_helper_folder_is_swept_by_the_next_helper(tmp_path):
 
     gone = subprocess.Popen(["true"])
     gone.wait()
-    dead = Path(tempfile.mkdtemp(prefix=f"{second_core.PREFIX}{gone.pid}-"))
+    dead = Path(tempfile.mkdtemp(prefix=f"{local.PREFIX}{gone.pid}-"))
     (dead / "results.jsonl").write_text("")
-    living = Path(tempfile.mkdtemp(prefix=f"{second_core.PREFIX}{os.getppid()}-"))
+    living = Path(tempfile.mkdtemp(prefix=f"{local.PREFIX}{os.getppid()}-"))
     try:
         experiment = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "store"))
-        helper = second_core.Helper("trace_bank", harvest_worker, experiment)
+        helper = local.Helper("trace_bank", harvest_worker, experiment)
         helper.give(["caravan-L1-000"])
         assert not dead.exists() and living.is_dir() and helper._dir.is_dir()
         helper.result("caravan-L1-000")
     finally:
         for folder in (dead, living):
             if folder.exists():
-                second_core.shutil.rmtree(folder)
+                local.shutil.rmtree(folder)
 
 
 def test_a_line_cut_short_by_a_kill_is_not_a_result(tmp_path):
     results = tmp_path / "results.jsonl"
     results.write_text('{"key": "a", "result": {"action": "generated"}}\n{"key": "b", "res')
-    assert second_core._read(results) == {"a": {"action": "generated"}}
-    assert second_core._read(tmp_path / "missing.jsonl") == {}
+    assert local._read(results) == {"a": {"action": "generated"}}
+    assert local._read(tmp_path / "missing.jsonl") == {}
 
 
 def test_the_helper_dies_with_its_step(tmp_path):
@@ -272,7 +272,7 @@ def test_the_helper_dies_with_its_step(tmp_path):
 
     parent = subprocess.Popen([sys.executable, "-c", (
         "import os, subprocess, sys, time\n"
-        "child = subprocess.Popen([sys.executable, '-c', 'from apsft_dagster.assets.second_core import "
+        "child = subprocess.Popen([sys.executable, '-c', 'from apsft_dagster.workers.local import "
         "_die_with_parent; import os, sys, time; _die_with_parent(int(sys.argv[1])); print(os.getpid(), flush=True); "
         "time.sleep(60)', str(os.getpid())], stdout=subprocess.PIPE, text=True)\n"
         "print(child.stdout.readline().strip(), flush=True)\n"

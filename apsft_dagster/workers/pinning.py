@@ -1,4 +1,4 @@
-"""The step and its second-core helper pinned apart (assets/second_core.py): while the helper
+"""The step and its second-core helper pinned apart (workers/local.py): while the helper
 lives, the step keeps the core it is on and the helper gets the next one. Beside a busy process
 (three on two cores) the kernel may otherwise leave the step and its helper sharing one core while
 the busy process has the other: the pair then gets one core, pinned apart one and a half (the busy

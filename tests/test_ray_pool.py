@@ -1,0 +1,163 @@
+"""The engine stages' partitions on a real local Ray cluster (workers/ray_pool.py, issue 59): the bytes
+of 1, 2 and 4 workers equal the one-process run's (README command 1's store), a worker killed mid-partition
+and a node removed mid-stage cost only that partition, and a cluster without a device is refused at once.
+
+Each test re-makes shards that command 1 made, on a copy of its store, and compares them byte for byte with
+the originals: each partition's bytes depend on that partition alone, whichever worker computes it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import threading
+import time
+
+import pytest
+
+ray = pytest.importorskip("ray")
+
+from apsft_dagster.core.config import load_config  # noqa: E402
+from apsft_dagster.core.errors import ClusterError  # noqa: E402
+from apsft_dagster.core.layout import SCORE_BANK, TRACE_BANK, key_file, shard_file  # noqa: E402
+from apsft_dagster.core.leftovers import TEMP  # noqa: E402
+from apsft_dagster.core.store import Store  # noqa: E402
+from apsft_dagster.experiment.assets.score_bank import score_worker  # noqa: E402
+from apsft_dagster.experiment.assets.trace_bank import harvest_worker  # noqa: E402
+from apsft_dagster.resources import ExperimentResource  # noqa: E402
+from apsft_dagster.workers.cluster import Target, require_devices  # noqa: E402
+from apsft_dagster.workers.ray_pool import RayShare  # noqa: E402
+
+# a copy of the run; one worker runs them in turn (each cluster holds the machine's two cores)
+pytestmark = [pytest.mark.after_the_run, pytest.mark.xdist_group("ray")]
+QUIET = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False,
+         "object_store_memory": 128 << 20}
+
+
+@pytest.fixture
+def local_ray():
+    """A local cluster of four simulated CPUs (the test's own; `RayShare` joins the one running)."""
+    ray.shutdown()
+    ray.init(num_cpus=4, **QUIET)
+    yield
+    ray.shutdown()
+
+
+def _copy(cli_run, tmp_path, bank: str, tasks: list[str]) -> tuple[ExperimentResource, Store, dict[str, bytes]]:
+    """A copy of command 1's store without `tasks`' shards and keys of `bank`; returns what they were."""
+    _, source, _ = cli_run
+    shutil.copytree(source.root, tmp_path / "store")
+    store = Store(tmp_path / "store")
+    made = {name: store.path(name).read_bytes() for t in tasks for name in (shard_file(bank, t), key_file(bank, t))}
+    _forget(store, made)
+    return ExperimentResource(profile="smoke", store_dir=str(store.root)), store, made
+
+
+def _forget(store: Store, made: dict[str, bytes]) -> None:
+    for name in made:
+        store.remove(name)
+    assert not any(store.exists(name) for name in made)
+
+
+def _temps(store: Store) -> list[str]:
+    return [p.name for p in store.root.rglob("*") if TEMP.match(p.name)]
+
+
+def _run(share: RayShare, tasks: list[str]) -> None:
+    share.expect(tasks).open()
+    for task in tasks:  # in the step's order, as fill_shards asks
+        assert share.result(task)["action"] == ("scored" if share.name == "score_bank" else "generated")
+
+
+def test_score_shards_equal_command_1s_on_1_2_and_4_workers(cli_run, tmp_path, local_ray):
+    tasks = ["caravan-L1-000", "caravan-L2-001", "foundry_ledger-L1-001", "foundry_ledger-L3-000",
+             "runeward-L1-000", "runeward-L2-001", "runeward-L3-000", "runeward-L3-001"]
+    experiment, store, made = _copy(cli_run, tmp_path, SCORE_BANK, tasks)
+    for devices in (1, 2, 4):
+        _forget(store, made)
+        share = RayShare("score_bank", score_worker, experiment, {"batch_size": 16}, Target(None, devices))
+        _run(share, tasks)
+        assert {name: store.path(name).read_bytes() for name in made} == made, devices
+        workers = {share.placed(t)["worker"] for t in tasks}
+        assert 1 <= len(workers) <= devices and (devices == 1 or len(workers) >= 2), (devices, workers)
+        assert {share.placed(t)["pid"] for t in tasks} <= {w["pid"] for w in share._where_of.values()}
+        assert _temps(store) == []
+    deadline = time.monotonic() + 10  # each pool stopped its workers once its last partition was in
+    while ray.available_resources().get("CPU", 0) < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray.available_resources().get("CPU", 0) == 4
+
+
+def _kill_once_busy(share: RayShare, kill) -> threading.Thread:
+    """Once a worker has computed for a second, `kill(where)` it (in a thread, while the step waits)."""
+    def watch():
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            busy = [share._where_of.get(worker) for worker, _ in list(share._busy.values())]
+            if busy and busy[0]:
+                time.sleep(1.0)
+                kill(busy[0])
+                return
+            time.sleep(0.05)
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_worker_killed_mid_partition_costs_only_that_partition(cli_run, tmp_path, local_ray):
+    tasks = ["caravan-L1-000", "foundry_ledger-L2-000", "runeward-L3-001"]
+    experiment, store, made = _copy(cli_run, tmp_path, TRACE_BANK, tasks)
+    share = RayShare("trace_bank", harvest_worker, experiment, None, Target(None, 2))
+    killed = []
+    watcher = _kill_once_busy(share, lambda where: (killed.append(where), os.kill(where["pid"], signal.SIGKILL)))
+    _run(share.expect(tasks), tasks)
+    watcher.join(5)
+    assert killed and sum(share._attempts.values()) == 1, (killed, share._attempts)
+    assert {name: store.path(name).read_bytes() for name in made} == made
+    assert killed[0]["pid"] not in {share.placed(t)["pid"] for t in tasks}
+    assert _temps(store) == []
+
+
+def test_a_node_removed_mid_stage_costs_only_its_partition(cli_run, tmp_path):
+    from ray.cluster_utils import Cluster
+
+    ray.shutdown()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                              "object_store_memory": 128 << 20})
+    nodes = [cluster.add_node(num_cpus=1, object_store_memory=128 << 20) for _ in range(2)]
+    try:
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        tasks = ["caravan-L2-000", "foundry_ledger-L1-000", "runeward-L2-000"]
+        experiment, store, made = _copy(cli_run, tmp_path, TRACE_BANK, tasks)
+        share = RayShare("trace_bank", harvest_worker, experiment, None, Target(cluster.address, 2))
+        removed = []
+
+        def remove(where):
+            node = next(n for n in nodes if n.node_id.startswith(where["node"]))
+            removed.append(where)
+            cluster.remove_node(node)
+        watcher = _kill_once_busy(share, remove)
+        _run(share.expect(tasks), tasks)
+        watcher.join(5)
+        assert removed and sum(share._attempts.values()) == 1
+        assert {name: store.path(name).read_bytes() for name in made} == made
+        assert {share.placed(t)["node"] for t in tasks} == {n.node_id[:8] for n in nodes} - {removed[0]["node"]}
+        assert _temps(store) == []
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def test_a_cluster_without_a_device_is_refused_naming_what_it_has():
+    ray.shutdown()
+    ray.init(num_cpus=0, **QUIET)
+    try:
+        with pytest.raises(ClusterError, match=r"no CPU for an engine worker \(it has .*each worker holds "
+                                               r"compute\.threads=1 CPUs"):
+            require_devices(load_config("smoke"), "here")
+        gpu = load_config("smoke").model_copy(update={"compute": load_config("smoke").compute.model_copy(
+            update={"device": "cuda"})})
+        with pytest.raises(ClusterError, match="no GPU for an engine worker .* add GPU workers"):
+            require_devices(gpu, "here")
+    finally:
+        ray.shutdown()
