@@ -22,6 +22,9 @@ def add_parser(sub) -> None:
                    help="plan each engine stage's GPU memory on this device (h100 where compute.device is cuda)")
     p.add_argument("--gpu-memory-gib", type=float, metavar="N",
                    help="the device's total memory in GiB, as torch reports it (instead of --gpu's)")
+    p.add_argument("--devices", type=int, metavar="N",
+                   help="also price each stage's wall hours on N devices, one engine worker each, and Stage A's "
+                        "total on 1, 2, 4 and 8 (default: the profile's ray.devices, else not shown)")
     p.set_defaults(handler=plan_command)
 
 
@@ -41,6 +44,9 @@ def plan_command(args: argparse.Namespace) -> int:
     from apsft_dagster.core.plan.table import render
     from apsft_dagster.core.store import Store
 
+    if args.devices is not None and args.devices < 1:
+        raise PlanError(f"--devices {args.devices}: the devices a stage spreads over are a whole number of 1 or "
+                        "more (one engine worker per device); leave it out to price one device")
     config = load_config(args.profile, args.config, require_snapshot=False)
     location = args.store or store_root(config.profile)
     if is_object_url(location):
@@ -49,10 +55,32 @@ def plan_command(args: argparse.Namespace) -> int:
     root = Path(location)
     found = root.is_dir()
     rows = plan(config, Store(root) if found else None, args.rehearsal)
-    print(render(rows, _notes(config, resolve_config_path(args.profile, args.config), root, found)), end="")
+    notes = _notes(config, resolve_config_path(args.profile, args.config), root, found)
+    devices = args.devices or (config.ray.devices if config.ray and config.ray.enabled else None)
+    by_devices = _walls(config, rows, devices, notes) if devices else None
+    print(render(rows, notes, devices), end="")
+    if by_devices:
+        print("\n" + by_devices, end="")
     if args.gpu or args.gpu_memory_gib or config.compute.device == "cuda":
         print("\n" + _memory(config, args.gpu or "h100", args.gpu_memory_gib), end="")
     return 0
+
+
+def _walls(config, rows: list[dict], devices: int, notes: list[str]) -> str:
+    """Prices the rows' wall hours on `devices` (core/plan/wall.py); Stage A's total on 1, 2, 4 and 8."""
+    from apsft_dagster.core.plan.table import render_devices
+    from apsft_dagster.core.plan.wall import add_walls, load_hours, stage_a_by_devices
+
+    load = load_hours(config)
+    add_walls(rows, devices, load)
+    notes.append(f"wall hours on {devices} device{'s' * (devices != 1)}: a stage's partitions (tasks, instruments, "
+                 "policies) spread over one engine worker per device, each taking the longest left; the longest "
+                 "partition is the floor; plus a model load per worker (per partition where each loads its own "
+                 "model); stages run one after another")
+    notes.append("model load: " + ("not priced: no plan.model_load_seconds in the profile" if load is None else
+                                   f"{config.plan.model_load_seconds.low:g}-{config.plan.model_load_seconds.high:g}"
+                                   " s (profile plan.model_load_seconds)"))
+    return render_devices(stage_a_by_devices(rows, load))
 
 
 def _memory(config, gpu: str, gib: float | None) -> str:

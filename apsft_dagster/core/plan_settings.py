@@ -39,6 +39,9 @@ class Plan(Strict):
     scoring_tokens_per_s: Envelope
     merge_seconds: Envelope  # one merge_snapshot of one policy, fingerprints included
     pretrain_step_seconds: Envelope | None = None  # one embedded pretraining step; null: no embedded build
+    # one engine's model load onto a device, which `apsft plan --devices N` adds per worker (or per
+    # partition where each loads its own model); null: loads not priced
+    model_load_seconds: Envelope | None = None
 
 
 def plan_settings(config) -> Plan:

@@ -9,7 +9,8 @@ apply `work`, `counts` ("registered counts" or "store ..."), `tokens_upper` (fro
 `tokens_expected` (None: unknown) with `expected_from`, `throughput` and `throughput_source`,
 `hours_low`/`hours_high` (None: not priced) with `hours_basis` ("expected", "upper bound"),
 `done` (share of the work the store holds), `budget` (the budget gate's verdict on training rows)
-and `notes`.
+and `notes`; a stage row also `partitions` (relative sizes), `partition` (what one is) and `loads`,
+which core/plan/wall.py prices on N devices (`add_walls` adds `wall_low`/`wall_high`).
 
 `store`: a Store whose artifacts are read (verified) and never written; None: nothing has run.
 `rehearsal`: the path of scripts/gpu_rehearsal.py's JSON; its figures replace the envelopes

@@ -54,7 +54,8 @@ def price(stage: Stage, rates: dict[str, Rate]) -> dict:
             "throughput": " + ".join(texts) or "-", "throughput_source": "; ".join(dict.fromkeys(sources)) or "-",
             "hours_low": None if missing else low, "hours_high": None if missing else high,
             "hours_basis": _basis(stage.parts), "done": stage.done, "conditional": stage.conditional,
-            "budget": NO_BUDGET, "notes": notes}
+            "budget": NO_BUDGET, "notes": notes,
+            "partitions": stage.partitions, "partition": stage.partition, "loads": stage.loads}
 
 
 def verdict(tokens: float, rate: Rate, budget: float, upper: bool = False) -> str:

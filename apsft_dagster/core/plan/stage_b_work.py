@@ -12,8 +12,8 @@ split for the replication policies, and `stage_b.k_samples` samples per task for
 from __future__ import annotations
 
 from apsft_dagster.core.plan.observed import Observed
-from apsft_dagster.core.plan.stages import (REGISTERED_COUNTS, Stage, arm_tokens, merge_and_probe, split_size,
-                                            tokens)
+from apsft_dagster.core.plan.stages import (REGISTERED_COUNTS, Stage, arm_tokens, merge_and_probe, policy_shares,
+                                            split_size, tokens)
 from apsft_dagster.core.policies import parse_policy, stage_a_eval_keys
 from apsft_dagster.core.selection.rules import ROWS_PER_TASK
 from apsft_dagster.core.splits import STAGE_A_SPLITS, STAGE_B_SPLITS
@@ -45,7 +45,8 @@ def replication_training(config, plan: dict, seen: Observed, counts: str) -> Sta
             f"{t.epochs} epochs")
     return Stage("stage_b_training", "Stage B: replication training", work, counts,
                  [tokens("training", len(policies) * rows * cap * t.epochs, expected)], source,
-                 done=len(seen.adapters & set(policies)) / len(policies), conditional=True)
+                 done=len(seen.adapters & set(policies)) / len(policies), conditional=True,
+                 partitions=policy_shares(policies, by_arm), partition="policy", loads="worker")
 
 
 def generations(config, plan: dict, seen: Observed, counts: str) -> Stage:
@@ -54,14 +55,17 @@ def generations(config, plan: dict, seen: Observed, counts: str) -> Stage:
     new_splits = [s for s in STAGE_B_SPLITS if s not in STAGE_A_SPLITS]
     new = sum(split_size(config, s) for s in new_splits)
     reused = set(stage_a_eval_keys(config))  # their Stage A splits' rows are reused by generation key
-    greedy = sum(new if p in reused else every for p in plan["greedy_policies"])
-    sampled = len(plan["sampled_policies"]) * k * every
+    tasks = {p: new if p in reused else every for p in plan["greedy_policies"]}  # a policy's partition
+    greedy, sampled = sum(tasks.values()), len(plan["sampled_policies"]) * k * every
+    for p in plan["sampled_policies"]:
+        tasks[p] = tasks.get(p, 0) + k * every
     work = (f"greedy: {len(reused)} policies x {new} {'+'.join(new_splits)} tasks, "
             f"{len(plan['greedy_policies']) - len(reused)} replication x {every}; "
             f"samples: {len(plan['sampled_policies'])} policies x {k} x {every} tasks; <= {allowance:,} each")
     done = len(seen.stage_b_done) / len(plan["greedy_policies"])
     return Stage("stage_b_generations", "Stage B: generations", work, counts,
-                 [tokens("generation", (greedy + sampled) * allowance, None)], done=done, conditional=True)
+                 [tokens("generation", (greedy + sampled) * allowance, None)], done=done, conditional=True,
+                 partitions=[float(n) for n in tasks.values()], partition="policy", loads="partition")
 
 
 def not_triggered(plan: dict) -> list[Stage]:

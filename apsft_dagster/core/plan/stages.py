@@ -17,7 +17,7 @@ from apsft_dagster.core.selection.arms import ARMS, the_arm
 from apsft_dagster.core.embedded.cache import model_at_hand
 from apsft_dagster.core.plan import registered
 from apsft_dagster.core.plan.observed import Observed
-from apsft_dagster.core.policies import stage_a_eval_keys, stage_a_policies
+from apsft_dagster.core.policies import parse_policy, stage_a_eval_keys, stage_a_policies
 from apsft_dagster.core.selection.rules import ROWS_PER_TASK
 from apsft_dagster.core.splits import SPLIT, STAGE_A_SPLITS
 from apsft_dagster.core.tasks.catalog import train_task_ids
@@ -61,6 +61,11 @@ class Stage:
     done: float | None = None  # share of the stage's work the store already holds
     conditional: bool = False  # Stage B: runs only if Stage A triggers
     notes: list[str] = field(default_factory=list)
+    # its independent partitions by relative size (one: a single worker runs it), what one is, and the model
+    # loads its wall time adds (core/plan/wall.py): "worker" loads once, "partition" each (its own model)
+    partitions: list[float] = field(default_factory=lambda: [1.0])
+    partition: str = ""
+    loads: str | None = None  # None: no engine to load (the embedded build)
 
 
 def split_size(config, name: str) -> int:
@@ -128,7 +133,8 @@ def harvest(config, seen: Observed) -> Stage:
         work += f"; {len(seen.inherited):,} tasks inherited, imported as they are"
     counts = _held(held.height, len(todo)) if held.height else REGISTERED_COUNTS
     return Stage("harvest", "harvest (trace bank)", work, counts, [tokens("generation", upper, expected)],
-                 None if expected is None else source, done=held.height / len(todo) if todo else 1.0)
+                 None if expected is None else source, done=held.height / len(todo) if todo else 1.0,
+                 partitions=[1.0] * len(todo), partition="task", loads="worker")
 
 
 def _bank_figures(config, seen: Observed) -> tuple[pl.DataFrame, int]:
@@ -153,7 +159,8 @@ def parity_gate(config, seen: Observed) -> Stage:
         expected, source = n * INSTRUMENTS * registered.mean_thought_tokens(), "registered run (thought tokens)"
     work = f"{n} calibration traces x {INSTRUMENTS} instruments, each with its empty baseline"
     return Stage("parity_gate", "parity gate", work, "store" if known.height else REGISTERED_COUNTS,
-                 [tokens("scoring", records * limit, expected)], source, done=1.0 if seen.parity else 0.0)
+                 [tokens("scoring", records * limit, expected)], source, done=1.0 if seen.parity else 0.0,
+                 partitions=[1.0] * INSTRUMENTS, partition="instrument", loads="partition")
 
 
 def scoring(config, seen: Observed) -> Stage:
@@ -168,7 +175,8 @@ def scoring(config, seen: Observed) -> Stage:
     count = f"{eligible:,.0f} eligible traces" if eligible is not None else f"<= {_traces_upper(config):,} traces"
     work = f"{count} + {total:,} empty baselines, one teacher-forced pass each ({config.scoring.instrument})"
     return Stage("scoring", "scoring (score bank)", work, _held(known.height, total) if known.height else
-                 REGISTERED_COUNTS, [tokens("scoring", upper, expected)], source, done=len(seen.scored) / total)
+                 REGISTERED_COUNTS, [tokens("scoring", upper, expected)], source, done=len(seen.scored) / total,
+                 partitions=[1.0] * total, partition="task", loads="worker")
 
 
 def r1_rollouts(config, seen: Observed) -> Stage:
@@ -184,7 +192,8 @@ def r1_rollouts(config, seen: Observed) -> Stage:
     count = f"{eligible:,.0f}" if eligible is not None else f"<= {traces:,}"
     work = f"{count} rollouts: prefill of x + z + b, then <= {new} new tokens"
     stage = Stage("r1_rollouts", "R1 rollouts", work, _held(known.height, total) if known.height else
-                  REGISTERED_COUNTS, parts, source, done=len(seen.rolled_out) / total)
+                  REGISTERED_COUNTS, parts, source, done=len(seen.rolled_out) / total,
+                  partitions=[1.0] * total, partition="task", loads="worker")
     stage.notes.append("new tokens expected at rollouts.max_new_tokens each (an answer line stops sooner)")
     return stage
 
@@ -217,7 +226,13 @@ def training(config, seen: Observed) -> Stage:
             f"records <= {min(t.max_length, config.harvest.record_limit):,} tokens")
     counts = "store (sft_manifest)" if seen.manifest else REGISTERED_COUNTS
     return Stage("training", f"training ({len(policies)} Stage A policies)", work, counts,
-                 [tokens("training", upper, expected)], source, done=len(seen.adapters & set(policies)) / len(policies))
+                 [tokens("training", upper, expected)], source, done=len(seen.adapters & set(policies)) / len(policies),
+                 partitions=policy_shares(policies, by_arm), partition="policy", loads="worker")
+
+
+def policy_shares(policies: list[str], by_arm: dict[str, float] | None) -> list[float]:
+    """Each policy's adapter by its arm's expected forward tokens; even where none are known."""
+    return [1.0] * len(policies) if by_arm is None else [by_arm[parse_policy(p)[0]] for p in policies]
 
 
 def merge_and_probe(config, policies: list[str], seen: Observed, key: str, name: str,
@@ -228,7 +243,8 @@ def merge_and_probe(config, policies: list[str], seen: Observed, key: str, name:
     work = (f"{len(policies)} merges; probe {p.prompts} prompts x <= {p.max_new_tokens} new tokens x "
             f"{len(policies) + 1} models (base once)")
     return Stage(key, name, work, REGISTERED_COUNTS, parts,
-                 done=len(seen.merged & set(policies)) / len(policies) if policies else 1.0, conditional=conditional)
+                 done=len(seen.merged & set(policies)) / len(policies) if policies else 1.0, conditional=conditional,
+                 partitions=[1.0] * len(policies), partition="policy", loads="partition")
 
 
 def stage_a_evaluation(config, seen: Observed) -> Stage:
@@ -241,4 +257,5 @@ def stage_a_evaluation(config, seen: Observed) -> Stage:
     work = f"{len(policies)} policies (base + {len(policies) - 1}) x {n} tasks ({splits}), greedy, <= {allowance:,}"
     return Stage("stage_a_evaluation", "Stage A evaluation", work, f"store {len(done)}/{len(policies)} policies"
                  if done else REGISTERED_COUNTS, [tokens("generation", len(policies) * n * allowance, expected)],
-                 "store" if done else None, done=len(done) / len(policies))
+                 "store" if done else None, done=len(done) / len(policies),
+                 partitions=[1.0] * len(policies), partition="policy", loads="partition")
