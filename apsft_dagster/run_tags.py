@@ -19,6 +19,8 @@ import json
 import os
 from collections.abc import Mapping
 
+from apsft_dagster.core.ray_settings import ADDRESS_ENV as RAY_ADDRESS_ENV
+
 K8S_CONFIG_TAG = "dagster-k8s/config"
 RUNNER_TAG = "apsft/runner"  # host:pid:start time of the `apsft run` process that executes the run
 ENGINE_TAG = "apsft/engine"
@@ -44,8 +46,10 @@ def kubernetes_launcher(environ: Mapping[str, str] = os.environ) -> bool:
 
 def engine_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """An engine stage job's tags (a CPU stage's carry none): the mark, and the request for its GPUs
-    where runs launch on Kubernetes."""
-    return {ENGINE_TAG: "true", **(gpu_run_tags(environ) if kubernetes_launcher(environ) else {})}
+    where runs launch on Kubernetes, unless the stages compute on a Ray cluster (RAY_ADDRESS set: the
+    run pod is then a client that holds no model, deploy/k8s/raycluster.yaml)."""
+    gpus = kubernetes_launcher(environ) and not environ.get(RAY_ADDRESS_ENV)
+    return {ENGINE_TAG: "true", **(gpu_run_tags(environ) if gpus else {})}
 
 
 def gpu_run_tags(environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -132,6 +132,16 @@ def test_the_kubernetes_tag_is_on_engine_stages_only_where_the_kubernetes_launch
     assert K8S_CONFIG_TAG in _job_tags("trace_bank_job", in_a_pod) and _job_tags("sft_arms_job", in_a_pod) == {}
 
 
+def test_engine_runs_on_a_ray_cluster_ask_kubernetes_for_no_gpu(tmp_path):
+    """With RAY_ADDRESS the run pod is a Ray client (deploy/k8s/raycluster.yaml holds the GPUs): the
+    engine stage keeps its mark and loses only the GPU request; CPU stages are unchanged."""
+    in_a_pod = {**_k8s_home(tmp_path), "KUBERNETES_SERVICE_HOST": "10.0.0.1"}
+    assert K8S_CONFIG_TAG in _job_tags("trace_bank_job", in_a_pod)
+    on_ray = {**in_a_pod, "RAY_ADDRESS": "ray://apsft-ray-head-svc.apsft.svc:10001"}
+    assert _job_tags("trace_bank_job", on_ray) == {"apsft/engine": "true"}
+    assert _job_tags("sft_arms_job", on_ray) == {}
+
+
 def test_docker_example_gives_run_containers_the_gpus_and_the_store(env, tmp_path):
     from dagster_docker import DockerRunLauncher
     from docker.models.containers import _create_container_args

@@ -274,3 +274,12 @@ def test_setup_names_a_python3_too_old_for_its_bookkeeping(tmp_path):
     assert proc.returncode == 1 and proc.stdout == ""
     assert proc.stderr.strip() == ("setup-gpu: error: python3 is Python 3.8.18: setup's bookkeeping needs Python 3.9 "
                                    "or newer on PATH")
+
+
+def test_ray_is_an_extra_pinned_as_in_the_lock():
+    """A laptop's `.venv` (no extra) gets no Ray; `.[ray]`, the test extra and the GPU lock take one release."""
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    named = [re.match(r"[A-Za-z0-9._-]+", req).group(0).lower() for req in project["dependencies"]]
+    assert "ray" not in named and "apsft[ray]" in project["optional-dependencies"]["test"]
+    (extra,) = project["optional-dependencies"]["ray"]
+    assert pins_of(extra) == {"ray": pins_of(GPU_IN.read_text())["ray"]} == {"ray": pins_of(LOCK.read_text())["ray"]}
