@@ -23,6 +23,7 @@ import dagster as dg
 from apsft_dagster.core.alerts import deliver
 from apsft_dagster.run_recovery import release_abandoned, this_process
 from apsft_dagster.run_tags import RUNNER_TAG, single_run_tags
+from apsft_dagster.run_waiting import attended
 from apsft_dagster.sensors.rules import run_alerts
 from apsft_dagster.stage import Stage
 
@@ -190,22 +191,24 @@ def workspace_origin(workspace_yaml: str = "workspace.yaml"):
 def _execute(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, tags: dict, verbose: bool,
              origin=None) -> str:
     """One run of `job` in this process; with `origin` (a code location origin) the run belongs to
-    that code location, as a run launched from the UI would."""
-    if origin is None:
-        result = defs.resolve_job_def(job).execute_in_process(
-            instance=instance, tags=tags, run_config=_run_config(verbose), raise_on_error=False)
-        return result.run_id
-    # private: execute_in_process cannot give a run a code location's origin, and only such runs show
-    # under their job in the UI and reach its sensors; these three create and execute one that has it
-    from dagster._core.definitions.job_base import InMemoryJob
-    from dagster._core.execution.api import execute_run
-    from dagster._core.remote_origin import RemoteRepositoryOrigin
+    that code location, as a run launched from the UI would. A wait for a pool slot is said (run_waiting.py)."""
+    from dagster._core.utils import make_new_run_id
 
-    job_def = defs.resolve_job_def(job)
-    run = instance.create_run_for_job(
-        job_def=job_def, run_config=_run_config(verbose), tags={**job_def.run_tags, **tags},
-        remote_job_origin=RemoteRepositoryOrigin(origin, "__repository__").get_job_origin(job))
-    return execute_run(InMemoryJob(job_def), run, instance, raise_on_error=False).run_id
+    job_def, run_id = defs.resolve_job_def(job), make_new_run_id()
+    with attended(instance, run_id, job_def.graph.pools):
+        if origin is None:
+            return job_def.execute_in_process(instance=instance, tags=tags, run_config=_run_config(verbose),
+                                              raise_on_error=False, run_id=run_id).run_id
+        # private: execute_in_process cannot give a run a code location's origin, and only such runs show
+        # under their job in the UI and reach its sensors; these three create and execute one that has it
+        from dagster._core.definitions.job_base import InMemoryJob
+        from dagster._core.execution.api import execute_run
+        from dagster._core.remote_origin import RemoteRepositoryOrigin
+
+        run = instance.create_run_for_job(
+            job_def=job_def, run_config=_run_config(verbose), tags={**job_def.run_tags, **tags}, run_id=run_id,
+            remote_job_origin=RemoteRepositoryOrigin(origin, "__repository__").get_job_origin(job))
+        return execute_run(InMemoryJob(job_def), run, instance, raise_on_error=False).run_id
 
 
 def _execute_in_child(defs: dg.Definitions, job: str, instance: dg.DagsterInstance, tags: dict, verbose: bool,
