@@ -16,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 import dagster as dg
@@ -77,10 +78,12 @@ def select_stages(stages: Sequence[Stage], start: str | None = None, stop: str |
 def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Sequence[Stage], *,
                partition_keys: dict[str, list[str]] | None = None, isolate: Callable[[Stage], bool] = lambda s: False,
                origin=None, verbose: bool = False, alert: bool = True,
-               on_stage: Callable[[StageOutcome], None] = lambda o: None) -> list[StageOutcome]:
+               on_stage: Callable[[StageOutcome], None] = lambda o: None,
+               guard: Callable[[Stage], AbstractContextManager] = lambda s: nullcontext()) -> list[StageOutcome]:
     """Run `stages` in order until one fails; `partition_keys` narrows a stage to some partitions
     (job name -> keys); `isolate(stage)` runs that stage's runs in a child process; `origin` (see
-    `workspace_origin`) makes every run belong to the UI's code location."""
+    `workspace_origin`) makes every run belong to the UI's code location; `guard(stage)` is held
+    around a stage's runs, when it has any (`apsft run`: the machine's GPU, core/device_slot.py)."""
     release_abandoned(instance)
     outcomes = []
     for stage in stages:
@@ -90,15 +93,17 @@ def run_stages(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Seque
         if keys is None and stage.keys_at_run is not None:
             keys = stage.keys_at_run(defs)
             outcome.skipped = not keys
-        for tags in _run_tags(stage, keys, instance):
-            tags = {**tags, RUNNER_TAG: this_process()}
-            execute = _execute_in_child if isolate(stage) else _execute
-            run_id = execute(defs, stage.job, instance, tags, verbose, origin)
-            _collect(instance, run_id, outcome)
-            if alert:
-                outcome.alerts += [deliver(a) for a in run_alerts(instance, run_id)]
-            if not outcome.ok:
-                break
+        runs = _run_tags(stage, keys, instance)
+        with guard(stage) if runs else nullcontext():
+            for tags in runs:
+                tags = {**tags, RUNNER_TAG: this_process()}
+                execute = _execute_in_child if isolate(stage) else _execute
+                run_id = execute(defs, stage.job, instance, tags, verbose, origin)
+                _collect(instance, run_id, outcome)
+                if alert:
+                    outcome.alerts += [deliver(a) for a in run_alerts(instance, run_id)]
+                if not outcome.ok:
+                    break
         outcome.seconds = time.monotonic() - started
         outcomes.append(outcome)
         on_stage(outcome)

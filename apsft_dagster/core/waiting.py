@@ -35,6 +35,11 @@ class Holder:
     store: str | None = None
     pid: int | None = None
     host: str | None = None
+    stage: str | None = None  # a hold by a stage rather than one run: the machine's device slot (core/device_slot.py)
+
+    def named(self) -> str:
+        """`stage trace_bank_job`, else `run 1a2b3c4d` (a Dagster run id's first 8 hex)."""
+        return f"stage {self.stage}" if self.stage else f"run {self.run_id[:8]}"
 
     def gone(self, host: str | None = None) -> bool:
         """Its recorded process ran on this host and no longer exists (another host's: not known, so False)."""
@@ -63,7 +68,7 @@ def waiting_line(what: str, holder: Holder | None, since: float, now: float) -> 
     so_far = f"{elapsed(now - since)} so far"
     if holder is None:
         return f"waiting for {what} since {clock(since)}; {so_far}"
-    run = f"run {holder.run_id[:8]}"
+    run = holder.named()
     if holder.gone():
         return (f"waiting for {what}: {run} still claims it but its process (pid {holder.pid}) is gone; "
                 f"`apsft ui` or the next `apsft run` of its store frees the slot; {so_far}")

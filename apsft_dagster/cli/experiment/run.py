@@ -83,12 +83,13 @@ def run(args: argparse.Namespace) -> int:
     from apsft_dagster.core.engines.memory import freeze_loaded
     from apsft_dagster.definitions import defs
     from apsft_dagster.runner import workspace_origin
+    from apsft_dagster.cli.experiment.gpu_guard import gpu_guard
 
     freeze_loaded()  # the imports and definitions stay; the collector walks only what the stages allocate
     gpu = config.compute.device == "cuda"
     outcomes = run_stages(defs, dg.DagsterInstance.get(), stages, partition_keys=keys, verbose=args.verbose,
                           isolate=lambda stage: gpu and stage.engine, origin=workspace_origin(),
-                          on_stage=print_stage)
+                          on_stage=print_stage, guard=gpu_guard(config, store))  # one engine per GPU, any store
     code = summary(outcomes, stages, store)
     review_point.after_run(config, store, pause, outcomes)  # a review point reached: recorded, with how to resume
     return code
