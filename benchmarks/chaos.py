@@ -12,7 +12,12 @@ pretraining (`APSFT_MODEL_CACHE=off` for that run's every invocation). Each kill
 the stage that was in flight (the first without its line yet), its moment and the result; the last
 line is `chaos: K of N resumed byte-identical`. One heavy job: run nothing else beside it.
 
+With `--ray-workers W` every invocation runs `apsft run --devices W` (a local Ray cluster, issue 59)
+and each kill hits one of its engine workers (a `ray::EngineWorker` process) in an engine stage
+instead of the run: the run itself must then finish, with no resume, byte-identical.
+
 usage: .venv/bin/python benchmarks/chaos.py N [--seed 37] [--dir /tmp/apsft-chaos] [--reuse-reference]
+                                              [--ray-workers W]
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ TARGETS = [(BUILD, ["tasks_and_model_job"]), ("model build (shipped copy)", ["ta
            ("analysis", ["stage_a_eval_job", "stage_a_analysis_job"]), ("report", ["verdict_and_report_job"])]
 BUILD_WINDOW = (10.0, 150.0)  # seconds after start: inside a pretraining of the smoke model (about 250 s)
 UNCOMPARED = ("audits.duckdb",)
+RAY_TARGETS = ("harvest", "scoring", "R1", "training", "generations")  # the stages whose partitions go to workers
+RAY_ARGS: list[str] = []  # `--devices W` with --ray-workers
 
 
 class Invocation:
@@ -57,7 +64,7 @@ class Invocation:
     def __init__(self, state: Path, env: dict, log):
         self.started = time.monotonic()
         self.lines: dict[str, float] = {}
-        self.proc = subprocess.Popen([str(ROOT / ".venv/bin/apsft"), "run"], cwd=ROOT, env=env, text=True,
+        self.proc = subprocess.Popen([str(ROOT / ".venv/bin/apsft"), "run", *RAY_ARGS], cwd=ROOT, env=env, text=True,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         self.reader = threading.Thread(target=self._read, args=(log,), daemon=True)
         self.reader.start()
@@ -80,6 +87,12 @@ class Invocation:
             now = time.monotonic() - self.started
             if begun is not None and now >= begun + delay:
                 stage = self.in_flight()
+                if RAY_ARGS:  # a worker, not the run: the run goes on
+                    if (worker := engine_worker()) is None:
+                        time.sleep(0.1)
+                        continue
+                    os.kill(worker, signal.SIGKILL)
+                    return now, f"{stage} (ray worker {worker})"
                 os.killpg(self.proc.pid, signal.SIGKILL)
                 self.proc.wait()
                 self.reader.join()
@@ -92,6 +105,17 @@ class Invocation:
         rc = self.proc.wait()
         self.reader.join()
         return rc
+
+
+def engine_worker() -> int | None:
+    """The process id of a live Ray engine worker (its process title is `ray::EngineWorker...`), if any."""
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(b"ray::EngineWorker"):
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
 
 
 def environment(state: Path, build: bool) -> dict:
@@ -132,7 +156,7 @@ def leftovers(state: Path) -> list[str]:
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
-    from apsft_dagster.assets.second_core import dead_folders
+    from apsft_dagster.workers.local import dead_folders
     from apsft_dagster.core.leftovers import dead_temps
     from apsft_dagster.core.paths import store_instance
     from apsft_dagster.run_recovery import unfinished
@@ -154,12 +178,13 @@ def one_run(i: int, targets: list[str], spans: dict, reference: dict, rng: rando
     env = environment(state, build=targets[0] == BUILD)
     kills, started = [], time.monotonic()
     with open(root / f"run-{i:02d}.log", "w") as log:
+        run = Invocation(state, env, log) if RAY_ARGS else None  # workers die; the one run goes on
         for target in targets:
             start_job, delay = moment(rng, target, spans)
-            got = Invocation(state, env, log).kill_at(start_job, delay)
+            got = (run or Invocation(state, env, log)).kill_at(start_job, delay)
             kills.append({"target": target, "moment_s": round(got[0], 2) if got else None,
                           "in_flight": got[1] if got else "run ended before the kill"})
-        rc = Invocation(state, env, log).finish()
+        rc = (run or Invocation(state, env, log)).finish()
     store = state / "store" / "smoke"
     mine = digests(store) if store.is_dir() else {}
     differ = sorted(k for k in set(mine) | set(reference) if mine.get(k) != reference.get(k))
@@ -177,7 +202,7 @@ def one_run(i: int, targets: list[str], spans: dict, reference: dict, rng: rando
 def plan(n: int, seed: int, spans: dict) -> list[list[str]]:
     """Each run's targets: the stages dealt round from a seeded shuffle; every third run a second
     kill at a stage at or after the first's."""
-    rng, names = random.Random(seed), [t for t, _ in TARGETS]
+    rng, names = random.Random(seed), [t for t, _ in TARGETS if not RAY_ARGS or t in RAY_TARGETS]
     order = rng.sample(names, len(names))
     runs = []
     for i in range(n):
@@ -185,7 +210,7 @@ def plan(n: int, seed: int, spans: dict) -> list[list[str]]:
         targets = [first]
         if i % 3 == 2:
             at = JOBS.index(dict(TARGETS)[first][0])
-            later = [t for t, jobs in TARGETS if t != BUILD and JOBS.index(jobs[0]) >= at]
+            later = [t for t, jobs in TARGETS if t != BUILD and JOBS.index(jobs[0]) >= at and t in names]
             targets.append(rng.choice(later))
         runs.append(targets)
     return runs
@@ -212,7 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", type=Path, default=Path(tempfile.gettempdir()) / "apsft-chaos")
     p.add_argument("--reuse-reference", action="store_true",
                    help="keep DIR's uninterrupted run from an earlier call (same commit) instead of running it again")
+    p.add_argument("--ray-workers", type=int, metavar="W",
+                   help="run on a local Ray cluster with W workers a stage and kill workers, not the run")
     args = p.parse_args(argv)
+    if args.ray_workers:
+        RAY_ARGS.extend(["--devices", str(args.ray_workers)])
     args.dir.mkdir(parents=True, exist_ok=True)
     lines = reference_lines(args.dir, args.reuse_reference)
     if lines is None:

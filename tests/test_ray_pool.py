@@ -161,3 +161,34 @@ def test_a_cluster_without_a_device_is_refused_naming_what_it_has():
             require_devices(gpu, "here")
     finally:
         ray.shutdown()
+
+
+def test_a_stage_waiting_for_a_device_says_so_at_once_and_when_it_got_one(cli_run, tmp_path, local_ray, capsys):
+    experiment, store, made = _copy(cli_run, tmp_path, SCORE_BANK, ["caravan-L1-000"])
+
+    @ray.remote(num_cpus=4)
+    class Holder:  # another run's work, holding every CPU of the cluster
+        def ping(self):
+            return True
+    holder = Holder.remote()
+    ray.get(holder.ping.remote())
+    began = time.monotonic()
+    threading.Timer(4.0, lambda: ray.kill(holder)).start()
+    share = RayShare("score_bank", score_worker, experiment, {"batch_size": 16}, Target(None, 1))
+    _run(share, ["caravan-L1-000"])
+    said = capsys.readouterr().err
+    assert "score_bank (ray): waiting for a CPU from Ray for 1 workers (the cluster's 4 are held by other work) " \
+           "since " in said, said
+    assert "score_bank (ray): got a CPU from Ray for 1 workers" in said and time.monotonic() - began >= 4.0
+    assert store.path(shard_file(SCORE_BANK, "caravan-L1-000")).read_bytes() == made[
+        shard_file(SCORE_BANK, "caravan-L1-000")]
+
+
+def test_a_worker_that_cannot_build_its_work_fails_the_stage_at_once(tmp_path, local_ray):
+    empty = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "empty"))  # no task catalog to read
+    share = RayShare("trace_bank", harvest_worker, empty, None, Target(None, 2))
+    began = time.monotonic()
+    built = r"trace_bank: an engine worker could not build its work: MissingArtifactError: \S*task_catalog\.parquet"
+    with pytest.raises(ClusterError, match=built):
+        share.expect(["caravan-L1-000", "caravan-L1-001"]).open().result("caravan-L1-000")
+    assert time.monotonic() - began < 60 and share._all == []  # every worker stopped, none started again

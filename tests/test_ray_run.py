@@ -83,7 +83,7 @@ def test_score_bank_on_two_workers_spreads_and_equals_command_1(cli_run, tmp_pat
     ran = _apsft(tmp_path, "--from", "score_bank_job", "--to", "score_bank_job", "--devices", "2",
                  "--store", str(store.root))
     assert ran.returncode == 0, ran.stdout + ran.stderr
-    assert "Ray cluster" in ran.stdout and "started here): 2 CPU (1 threads each) workers per engine stage" in ran.stdout
+    assert "(started here): 2 CPU (1 threads each) workers per engine stage, room for 2" in ran.stdout
     assert {n: store.path(n).read_bytes() for n in made} == made
     instance = dg.DagsterInstance.from_ref(
         dg._core.instance.ref.InstanceRef.from_dir(str(store_instance(store.root, tmp_path / "state"))))

@@ -21,13 +21,14 @@ from apsft_dagster.workers.local import STOCK, Share
 __all__ = ["share"]
 
 
-def share(name: str, factory, experiment, resource, options: dict | None = None):
+def share(name: str, factory, experiment, resource, options: dict | None = None, second_core: bool = True):
     """The partitions' pool for the step `name`; `resource` is the step's model-holding resource:
     a worker builds the project's own, so a step given another (a test's scripted engine) shares
-    with nobody."""
+    with nobody. `second_core=False`: no helper off Ray (a stage too short for one to pay)."""
     where = target(experiment.config())
-    if where is not None and type(resource).__module__.startswith(STOCK):
+    stock = type(resource).__module__.startswith(STOCK)
+    if where is not None and stock:
         from apsft_dagster.workers.ray_pool import RayShare
 
         return RayShare(name, factory, experiment, options, where)
-    return Share(name, factory, experiment, resource, options)
+    return Share(name, factory, experiment, resource if second_core else None, options)

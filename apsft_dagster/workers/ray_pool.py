@@ -45,7 +45,7 @@ class RayShare:
         self._busy: dict = {}  # run ref -> (worker, key)
         self._starting: dict = {}  # ready ref -> worker
         self._idle, self._where_of, self._attempts = [], {}, {}
-        self._opened, self._address, self._wanted = False, None, 0
+        self._opened, self._address, self._wanted, self._wait = False, None, 0, None
         self._all: list = []  # every worker started: stopped when the pool goes, even on a failed step
         weakref.finalize(self, _stop, self._all)
 
@@ -91,6 +91,11 @@ class RayShare:
         while key not in self._results:
             if self._pump():
                 quiet_since = time.monotonic()
+                if self._wait is not None and self._where_of and (ended := self._wait.ended(time.time())):
+                    self._say(ended)
+                    self._wait = None
+            elif (line := self._unplaced()) is not None:
+                self._say(line)
             elif time.monotonic() - quiet_since >= SAY_S:
                 self._say(self._waiting_line(key))
                 quiet_since = time.monotonic()
@@ -144,11 +149,14 @@ class RayShare:
         worker = self._starting.pop(ref)
         try:
             self._where_of[worker] = ray.get(ref)
-        except RayActorError:  # died while loading (its node went): another takes its place
-            self._start()
+        except RayActorError as exc:
+            if exc.actor_init_failed:  # the stage's own code could not build its work: so would every worker
+                self.close()
+                kind, _, said = str(exc).strip().splitlines()[-1].partition(": ")
+                cause = f"{kind.rsplit('.', 1)[-1]}: {said}"  # `MissingArtifactError: <file>: ...`
+                raise ClusterError(f"{self.name}: an engine worker could not build its work: {cause}") from None
+            self._start()  # died while loading (its node went): another takes its place
             return
-        except ray.exceptions.RayTaskError as exc:  # the stage's own code failed to build: the step fails
-            raise exc.as_instanceof_cause() from None
         self._idle.append(worker)
 
     def _finished(self, ref) -> None:
@@ -161,7 +169,8 @@ class RayShare:
         except RayActorError:
             self._lost(worker, key)
             return
-        except ray.exceptions.RayTaskError as exc:
+        except ray.exceptions.RayTaskError as exc:  # the partition's own code raised: the step fails, as in one process
+            self.close()
             raise exc.as_instanceof_cause() from None
         self._results[key], self._placed[key] = result, self._where_of[worker]
         self._idle.append(worker)
@@ -181,6 +190,23 @@ class RayShare:
         _sweep_temps(self._experiment.store_dir or str(store_root(self._config.profile)), where.get("pid"))
         self._queue.appendleft(key)
         self._start()
+
+    def _unplaced(self) -> str | None:
+        """While no worker computes and Ray has no free device for the ones starting: a line at once,
+        then each half minute (core/waiting.py); None otherwise."""
+        import ray
+
+        from apsft_dagster.core.waiting import Waiting
+        from apsft_dagster.workers.cluster import device_kind
+
+        kind = device_kind(self._config)
+        need = worker_options(self._config)["num_gpus" if kind == "GPU" else "num_cpus"]
+        if self._busy or self._idle or not self._starting or ray.available_resources().get(kind, 0) >= need:
+            return None
+        if self._wait is None:
+            self._wait = Waiting(f"a {kind} from Ray for {len(self._starting)} workers (the cluster's "
+                                 f"{ray.cluster_resources().get(kind, 0):g} are held by other work)", time.time())
+        return self._wait.tick(time.time())
 
     def _waiting_line(self, key: str) -> str:
         started = len(self._where_of)

@@ -5,6 +5,7 @@
 
 import dagster as dg
 
+from apsft_dagster import workers
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result
 from apsft_dagster.experiment.assets.training import adapters, replication_adapters
 from apsft_dagster.core.layout import TASK_CATALOG, merged_dir, merged_report, probe_report
@@ -42,29 +43,20 @@ def replication_merged_models(context: dg.AssetExecutionContext, experiment: Exp
 
 
 def merge_and_probe(context: dg.AssetExecutionContext, experiment: ExperimentResource, generator: GenerationResource):
-    """Merge (or keep) each of the run's policies and probe it (or keep its probe), then the two checks."""
-    config, store = experiment.config(), experiment.store()
-    base = str(base_model_path(config, store))
-    prompts = probe_prompts(config, set(store.get_parquet(TASK_CATALOG)["prompt"]))
-    key = {"max_new_tokens": config.probe.max_new_tokens, "prompts_sha256": sha256_bytes(json_bytes(prompts))}
-    base_out: list[list[int]] = []
+    """Merge (or keep) each of the run's policies and probe it (or keep its probe), then the two checks.
+    On a Ray cluster each policy's merge and probe go to an engine worker (workers/ray_pool.py)."""
+    store = experiment.store()
+    work, prompts = _merger(experiment, generator)
+    todo = [p for p in context.partition_keys
+            if not completed(store, merged_report(p), merged_dir(p)) or not store.exists(probe_report(p))]
+    share = workers.share(context.asset_key.to_user_string(), merge_worker, experiment, generator,
+                          second_core=False).expect(todo).open()  # smoke's six merges take 5 s: no helper pays
     reports, probes = {}, {}
     for i, policy in enumerate(context.partition_keys):
-        if completed(store, merged_report(policy), merged_dir(policy)):
-            reports[policy], action = store.get_json(merged_report(policy)), "kept"
-        else:
-            generator.release()  # the merge needs the memory, not the engine
-            reports[policy], action = merge_policy(store, config, policy, base), "merged"
-        probe_key = {"policy": policy, "merged_fingerprint": reports[policy]["fingerprint"], **key}
-        probes[policy] = _kept_probe(store, policy, probe_key) if action == "kept" else None
-        probed = "probe kept" if probes[policy] is not None else "probed"
-        if probes[policy] is None:
-            base_out = base_out or greedy_outputs(generator.engine(), prompts, config.probe.max_new_tokens)
-            engine = generator.engine(store.path(merged_dir(policy)))
-            probes[policy] = compare(prompts, base_out, greedy_outputs(engine, prompts, config.probe.max_new_tokens),
-                                     engine.tokenizer.decode)
-            store.put_json(probe_report(policy), {**probe_key, **probes[policy]})
-        context.add_asset_metadata(_metadata(reports[policy], probes[policy], action), partition_key=policy)
+        got = share.result(policy) or work(policy)
+        reports[policy], probes[policy], action, probed = got["report"], got["probe"], got["action"], got["probed"]
+        context.add_asset_metadata({**_metadata(reports[policy], probes[policy], action), **share.placed(policy)},
+                                   partition_key=policy)
         context.log.info(f"[{i + 1}/{len(context.partition_keys)}] {policy}: {action}, {probed}, "
                          f"{reports[policy]['changed_tensors']} weights changed, probe differs on "
                          f"{probes[policy]['differing']}/{len(prompts)} prompts")
@@ -74,6 +66,39 @@ def merge_and_probe(context: dg.AssetExecutionContext, experiment: ExperimentRes
                                data_version=dg.DataVersion(digest))
     yield check_result("merge_pairs", merge_problems(reports))
     yield check_result("deployment_probe", probe_problems(probes))
+
+
+def _merger(experiment: ExperimentResource, generator: GenerationResource):
+    """(work(policy) -> {"report", "probe", "action", "probed"}, the probe prompts): one policy merged
+    (or kept) and probed (or its probe kept); the base's greedy outputs computed once, when first needed."""
+    config, store = experiment.config(), experiment.store()
+    base = str(base_model_path(config, store))
+    prompts = probe_prompts(config, set(store.get_parquet(TASK_CATALOG)["prompt"]))
+    key = {"max_new_tokens": config.probe.max_new_tokens, "prompts_sha256": sha256_bytes(json_bytes(prompts))}
+    base_out: list[list[int]] = []
+
+    def work(policy: str) -> dict:
+        if completed(store, merged_report(policy), merged_dir(policy)):
+            report, action = store.get_json(merged_report(policy)), "kept"
+        else:
+            generator.release()  # the merge needs the memory, not the engine
+            report, action = merge_policy(store, config, policy, base), "merged"
+        probe_key = {"policy": policy, "merged_fingerprint": report["fingerprint"], **key}
+        probe = _kept_probe(store, policy, probe_key) if action == "kept" else None
+        probed = "probe kept" if probe is not None else "probed"
+        if probe is None:
+            base_out[:] = base_out or greedy_outputs(generator.engine(), prompts, config.probe.max_new_tokens)
+            engine = generator.engine(store.path(merged_dir(policy)))
+            probe = compare(prompts, base_out, greedy_outputs(engine, prompts, config.probe.max_new_tokens),
+                            engine.tokenizer.decode)
+            store.put_json(probe_report(policy), {**probe_key, **probe})
+        return {"report": report, "probe": probe, "action": action, "probed": probed}
+    return work, prompts
+
+
+def merge_worker(experiment: ExperimentResource):
+    """An engine worker's share of the merges and probes (workers/ray_pool.py): one policy's."""
+    return _merger(experiment, GenerationResource(experiment=experiment))[0]
 
 
 def _kept_probe(store, policy: str, probe_key: dict) -> dict | None:
