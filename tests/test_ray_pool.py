@@ -192,3 +192,27 @@ def test_a_worker_that_cannot_build_its_work_fails_the_stage_at_once(tmp_path, l
     with pytest.raises(ClusterError, match=built):
         share.expect(["caravan-L1-000", "caravan-L1-001"]).open().result("caravan-L1-000")
     assert time.monotonic() - began < 60 and share._all == []  # every worker stopped, none started again
+
+
+def test_on_cuda_each_worker_holds_one_gpu_of_a_simulated_four(tmp_path, cli_run):
+    """Ray with four simulated GPUs: a CUDA profile's workers ask one each, so Ray gives each its own
+    (CUDA_VISIBLE_DEVICES), and a fifth waits. Nothing computes (no CUDA here): only placement is read."""
+    from tests.conftest import variant_config
+
+    ray.shutdown()
+    ray.init(num_cpus=8, num_gpus=4, **QUIET)
+    try:
+        cuda = variant_config(tmp_path, lambda raw: raw["compute"].update(device="cuda"))
+        _, source, _ = cli_run
+        experiment = ExperimentResource(profile="smoke", config_path=str(cuda), store_dir=str(source.root))
+        assert require_devices(experiment.config(), "here") == 4
+        share = RayShare("trace_bank", harvest_worker, experiment, None, Target(None, 5))
+        share.expect([f"task-{i}" for i in range(5)])
+        deadline = time.monotonic() + 60
+        while len(share._where_of) < 4 and time.monotonic() < deadline:
+            share._pump()
+        assert sorted(w["gpu"] for w in share._where_of.values()) == ["0", "1", "2", "3"]
+        assert len(share._starting) == 1 and ray.available_resources().get("GPU", 0) == 0  # the fifth waits
+        share.close()
+    finally:
+        ray.shutdown()

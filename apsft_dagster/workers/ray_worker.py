@@ -24,11 +24,12 @@ class EngineWorker:
         import ray
 
         context = ray.get_runtime_context()
+        gpus = ",".join(str(g) for g in ray.get_gpu_ids())  # Ray's CUDA_VISIBLE_DEVICES: this worker's device
         self._where = {"worker": context.get_actor_id()[:8], "node": context.get_node_id()[:8],
-                       "host": socket.gethostname(), "pid": os.getpid()}
+                       "host": socket.gethostname(), "pid": os.getpid(), **({"gpu": gpus} if gpus else {})}
 
     def ready(self) -> dict:
-        """Where this worker runs (once built): its actor and node ids, host and process id."""
+        """Where this worker runs (once built): its actor and node ids, host, process id and GPU."""
         return self._where
 
     def run(self, key: str) -> dict:
