@@ -34,11 +34,12 @@ QUIET = {"include_dashboard": False, "log_to_driver": False, "configure_logging"
          "object_store_memory": 128 << 20}
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def local_ray():
-    """A local cluster of four simulated CPUs (the test's own; `RayShare` joins the one running)."""
+    """One local cluster of four simulated CPUs and four simulated GPUs for the module's tests (`RayShare`
+    joins the one running); the node test, last, makes its own."""
     ray.shutdown()
-    ray.init(num_cpus=4, **QUIET)
+    ray.init(num_cpus=4, num_gpus=4, **QUIET)
     yield
     ray.shutdown()
 
@@ -118,49 +119,17 @@ def test_a_worker_killed_mid_partition_costs_only_that_partition(cli_run, tmp_pa
     assert _temps(store) == []
 
 
-def test_a_node_removed_mid_stage_costs_only_its_partition(cli_run, tmp_path):
-    from ray.cluster_utils import Cluster
-
-    ray.shutdown()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
-                                                              "object_store_memory": 128 << 20})
-    nodes = [cluster.add_node(num_cpus=1, object_store_memory=128 << 20) for _ in range(2)]
-    try:
-        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
-        tasks = ["caravan-L2-000", "foundry_ledger-L1-000", "runeward-L2-000"]
-        experiment, store, made = _copy(cli_run, tmp_path, TRACE_BANK, tasks)
-        share = RayShare("trace_bank", harvest_worker, experiment, None, Target(cluster.address, 2))
-        removed = []
-
-        def remove(where):
-            node = next(n for n in nodes if n.node_id.startswith(where["node"]))
-            removed.append(where)
-            cluster.remove_node(node)
-        watcher = _kill_once_busy(share, remove)
-        _run(share.expect(tasks), tasks)
-        watcher.join(5)
-        assert removed and sum(share._attempts.values()) == 1
-        assert {name: store.path(name).read_bytes() for name in made} == made
-        assert {share.placed(t)["node"] for t in tasks} == {n.node_id[:8] for n in nodes} - {removed[0]["node"]}
-        assert _temps(store) == []
-    finally:
-        ray.shutdown()
-        cluster.shutdown()
-
-
-def test_a_cluster_without_a_device_is_refused_naming_what_it_has():
-    ray.shutdown()
-    ray.init(num_cpus=0, **QUIET)
-    try:
-        with pytest.raises(ClusterError, match=r"no CPU for an engine worker \(it has .*each worker holds "
-                                               r"compute\.threads=1 CPUs"):
-            require_devices(load_config("smoke"), "here")
-        gpu = load_config("smoke").model_copy(update={"compute": load_config("smoke").compute.model_copy(
-            update={"device": "cuda"})})
-        with pytest.raises(ClusterError, match="no GPU for an engine worker .* add GPU workers"):
-            require_devices(gpu, "here")
-    finally:
-        ray.shutdown()
+def test_a_cluster_without_a_device_is_refused_naming_what_it_has(local_ray, monkeypatch):
+    smoke = load_config("smoke")
+    wide = smoke.model_copy(update={"compute": smoke.compute.model_copy(update={"threads": 8})})
+    with pytest.raises(ClusterError, match=r"no CPU for an engine worker \(it has .*'CPU': 4\.0.*each worker holds "
+                                           r"compute\.threads=8 CPUs"):
+        require_devices(wide, "here")  # four CPUs: not one worker of eight threads
+    gpu = smoke.model_copy(update={"compute": smoke.compute.model_copy(update={"device": "cuda"})})
+    assert require_devices(gpu, "here") == 4
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 4.0, "memory": 1.0})  # a cluster of CPUs only
+    with pytest.raises(ClusterError, match="no GPU for an engine worker .* add GPU workers"):
+        require_devices(gpu, "here")
 
 
 def test_a_stage_waiting_for_a_device_says_so_at_once_and_when_it_got_one(cli_run, tmp_path, local_ray, capsys):
@@ -194,25 +163,51 @@ def test_a_worker_that_cannot_build_its_work_fails_the_stage_at_once(tmp_path, l
     assert time.monotonic() - began < 60 and share._all == []  # every worker stopped, none started again
 
 
-def test_on_cuda_each_worker_holds_one_gpu_of_a_simulated_four(tmp_path, cli_run):
+def test_on_cuda_each_worker_holds_one_gpu_of_a_simulated_four(tmp_path, cli_run, local_ray):
     """Ray with four simulated GPUs: a CUDA profile's workers ask one each, so Ray gives each its own
     (CUDA_VISIBLE_DEVICES), and a fifth waits. Nothing computes (no CUDA here): only placement is read."""
     from tests.conftest import variant_config
 
+    cuda = variant_config(tmp_path, lambda raw: raw["compute"].update(device="cuda"))
+    _, source, _ = cli_run
+    experiment = ExperimentResource(profile="smoke", config_path=str(cuda), store_dir=str(source.root))
+    assert require_devices(experiment.config(), "here") == 4
+    share = RayShare("trace_bank", harvest_worker, experiment, None, Target(None, 5))
+    share.expect([f"task-{i}" for i in range(5)])
+    deadline = time.monotonic() + 60
+    while len(share._where_of) < 4 and time.monotonic() < deadline:
+        share._pump()
+    assert sorted(w["gpu"] for w in share._where_of.values()) == ["0", "1", "2", "3"]
+    assert len(share._starting) == 1 and ray.available_resources().get("GPU", 0) == 0  # the fifth waits
+    share.close()
+
+
+def test_a_node_removed_mid_stage_costs_only_its_partition(cli_run, tmp_path):
+    """Last in the module: it ends the module's cluster for a two-node one of its own."""
+    from ray.cluster_utils import Cluster
+
     ray.shutdown()
-    ray.init(num_cpus=8, num_gpus=4, **QUIET)
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False,
+                                                              "object_store_memory": 128 << 20})
+    nodes = [cluster.add_node(num_cpus=1, object_store_memory=128 << 20) for _ in range(2)]
     try:
-        cuda = variant_config(tmp_path, lambda raw: raw["compute"].update(device="cuda"))
-        _, source, _ = cli_run
-        experiment = ExperimentResource(profile="smoke", config_path=str(cuda), store_dir=str(source.root))
-        assert require_devices(experiment.config(), "here") == 4
-        share = RayShare("trace_bank", harvest_worker, experiment, None, Target(None, 5))
-        share.expect([f"task-{i}" for i in range(5)])
-        deadline = time.monotonic() + 60
-        while len(share._where_of) < 4 and time.monotonic() < deadline:
-            share._pump()
-        assert sorted(w["gpu"] for w in share._where_of.values()) == ["0", "1", "2", "3"]
-        assert len(share._starting) == 1 and ray.available_resources().get("GPU", 0) == 0  # the fifth waits
-        share.close()
+        ray.init(address=cluster.address, log_to_driver=False, configure_logging=False)
+        tasks = ["caravan-L2-000", "foundry_ledger-L1-000", "runeward-L2-000"]
+        experiment, store, made = _copy(cli_run, tmp_path, TRACE_BANK, tasks)
+        share = RayShare("trace_bank", harvest_worker, experiment, None, Target(cluster.address, 2))
+        removed = []
+
+        def remove(where):
+            node = next(n for n in nodes if n.node_id.startswith(where["node"]))
+            removed.append(where)
+            cluster.remove_node(node)
+        watcher = _kill_once_busy(share, remove)
+        _run(share.expect(tasks), tasks)
+        watcher.join(5)
+        assert removed and sum(share._attempts.values()) == 1
+        assert {name: store.path(name).read_bytes() for name in made} == made
+        assert {share.placed(t)["node"] for t in tasks} == {n.node_id[:8] for n in nodes} - {removed[0]["node"]}
+        assert _temps(store) == []
     finally:
         ray.shutdown()
+        cluster.shutdown()
