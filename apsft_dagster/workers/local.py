@@ -204,6 +204,11 @@ class Share:
             self._helped.add(key)
         return got
 
+    def close(self) -> None:
+        """Stop the helper now (a step that fails before reading it)."""
+        if self.helper is not None:
+            self.helper._discard()
+
     def placed(self, key: str) -> dict:
         """Who computed `key` (the partition's metadata): {"worker": "second core"}, or {} for the step."""
         return {"worker": "second core", "pid": self.helper._proc.pid} if key in self._helped else {}

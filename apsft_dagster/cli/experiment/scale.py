@@ -25,7 +25,7 @@ def join(args: argparse.Namespace, config) -> str | None:
     the stages through the environment), or None without Ray. Raises ClusterError."""
     from apsft_dagster.core.errors import ClusterError
     from apsft_dagster.core.ray_settings import ADDRESS_ENV, DEVICES_ENV
-    from apsft_dagster.workers.cluster import RUN_ENV, Target, target
+    from apsft_dagster.workers.cluster import RUN_ENV, Target
 
     section = config.ray if config.ray is not None and config.ray.enabled else None
     if args.devices is not None and args.devices < 1:
@@ -47,7 +47,6 @@ def join(args: argparse.Namespace, config) -> str | None:
     gcs = connect(config, where)
     room = require_devices(config, gcs)
     os.environ[RUN_ENV], os.environ[DEVICES_ENV] = gcs, str(devices or room)
-    assert target(config) is not None
     kind = "GPU" if config.compute.device == "cuda" else f"CPU ({config.compute.threads} threads each)"
     return (f"Ray cluster {gcs} ({'joined' if address else 'started here'}): {devices or room} {kind} workers "
             f"per engine stage, room for {room}")

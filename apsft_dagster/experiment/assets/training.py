@@ -61,7 +61,11 @@ def train_adapters(context: dg.AssetExecutionContext, experiment: ExperimentReso
     share = workers.share(context.asset_key.to_user_string(), training_worker, experiment, trainer).expect(todo)
     gate = None
     if todo:
-        gate = _gate(context, experiment, trainer, manifest, parse_policy(todo[0])[0])
+        try:
+            gate = _gate(context, experiment, trainer, manifest, parse_policy(todo[0])[0])
+        except Exception:  # refused (the budget): the warm workers stop now, not when collected
+            share.close()
+            raise
         share.open()
     reports = {}
     for i, policy in enumerate(context.partition_keys):
