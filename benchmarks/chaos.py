@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
         verdict = "byte-identical" if r["identical"] else (f"rc {r['rc']}, {len(r['files_differ'])} files differ "
                                                            f"{r['files_differ'][:3]}, leftovers {r['leftovers'][:3]}")
         verdict += f" (swept {r['swept']} temp files at a restart)" if r["swept"] else ""
-        print(f"  run {i:2d} ({r['seconds']:.0f} s): {shown} -> resumed {verdict}", flush=True)
+        ended = "finished" if RAY_ARGS else "resumed"  # with --ray-workers the run itself was never stopped
+        print(f"  run {i:2d} ({r['seconds']:.0f} s): {shown} -> {ended} {verdict}", flush=True)
         if r["identical"]:
             shutil.rmtree(args.dir / f"run-{i:02d}", ignore_errors=True)
     (args.dir / "chaos.json").write_text(json.dumps({"seed": args.seed, "windows": spans, "runs": results}, indent=1))
