@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
-import json
 import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from apsft_dagster.core.waiting import EVERY, Holder, Waiting
+from apsft_dagster.core.waiting import EVERY, Holder, Waiting, load_holder, write_holder
 
 LOCK = "device.lock"
 RECORD = "device.holder.json"
@@ -44,7 +43,7 @@ def device_slot(state: str | os.PathLike, holder: Holder, say: Callable[[str], N
     try:
         _acquire(fd, state, say, poll, every, clock, sleep)
         held = dataclasses.replace(holder, since=clock())
-        _record(state, held)
+        write_holder(state / RECORD, held)
         try:
             yield held
         finally:
@@ -73,17 +72,8 @@ def _try(fd: int) -> bool:
     return True
 
 
-def _record(state: Path, holder: Holder) -> None:
-    staged = state / f".{RECORD}.tmp-{os.getpid()}"
-    staged.write_text(json.dumps(dataclasses.asdict(holder), sort_keys=True))
-    os.replace(staged, state / RECORD)  # atomic: a waiter never reads half a record
-
-
 def current_holder(state: str | os.PathLike) -> Holder | None:
     """Who holds the slot as recorded, or None: no record, an unreadable one, or one left by a process
     that is gone (a killed holder's record stays until the next holder writes its own)."""
-    try:
-        holder = Holder(**json.loads((Path(state) / RECORD).read_text()))
-    except (OSError, ValueError, TypeError):
-        return None
-    return None if holder.gone() else holder
+    holder = load_holder(Path(state) / RECORD)
+    return None if holder is None or holder.gone() else holder

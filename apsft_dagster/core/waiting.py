@@ -109,14 +109,25 @@ def _record(folder: Path, run_id: str) -> Path:
     return Path(folder) / f"{run_id}.json"
 
 
-def record_holder(folder: str | os.PathLike, holder: Holder) -> Path:
-    """Write who runs `holder.run_id` where a waiter reads it (atomically: a reader never sees half)."""
-    path = _record(Path(folder), holder.run_id)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    staged = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    staged.write_text(json.dumps(asdict(holder), sort_keys=True))
-    os.replace(staged, path)
+def write_holder(path: Path, holder: Holder) -> Path:
+    """`holder` as JSON at `path`, atomically (core/store.py `write_atomic`): a reader never sees half."""
+    from apsft_dagster.core.store import write_atomic
+
+    write_atomic(path, json.dumps(asdict(holder), sort_keys=True).encode())
     return path
+
+
+def load_holder(path: Path) -> Holder | None:
+    """The holder recorded at `path`, or None when there is none or it is unreadable."""
+    try:
+        return Holder(**json.loads(path.read_text()))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def record_holder(folder: str | os.PathLike, holder: Holder) -> Path:
+    """Write who runs `holder.run_id` where a waiter reads it."""
+    return write_holder(_record(Path(folder), holder.run_id), holder)
 
 
 def release_holder(folder: str | os.PathLike, run_id: str) -> None:
@@ -125,8 +136,4 @@ def release_holder(folder: str | os.PathLike, run_id: str) -> None:
 
 def read_holder(folder: str | os.PathLike, run_id: str) -> Holder | None:
     """The recorded holder of `run_id`, or None when none is recorded or the record is unreadable."""
-    try:
-        fields = json.loads(_record(Path(folder), run_id).read_text())
-        return Holder(**fields)
-    except (OSError, ValueError, TypeError):
-        return None
+    return load_holder(_record(Path(folder), run_id))

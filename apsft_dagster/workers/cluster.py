@@ -56,6 +56,11 @@ def worker_options(config) -> dict:
     return {**share, "max_restarts": 0, "max_concurrency": 1, "namespace": NAMESPACE}
 
 
+def worker_need(config) -> float:
+    """How much of its device kind (`device_kind`) one engine worker holds."""
+    return worker_options(config)["num_gpus" if device_kind(config) == "GPU" else "num_cpus"]
+
+
 def probe(address: str) -> None:
     """Fail in seconds where nothing answers at `address` (`host:port` or `ray://host:port`)."""
     if address == "auto":
@@ -78,8 +83,9 @@ def local_resources(config, devices: int | None) -> dict:
     its cores divided by compute.threads on cpu)."""
     if device_kind(config) == "GPU":
         return {"num_gpus": devices} if devices else {}
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return {"num_cpus": (devices or max(1, cores // config.compute.threads)) * config.compute.threads}
+    from apsft_dagster.workers.local import cores
+
+    return {"num_cpus": (devices or max(1, cores() // config.compute.threads)) * config.compute.threads}
 
 
 def connect(config, where: Target) -> str:
@@ -104,9 +110,7 @@ def capacity(config) -> int:
     """How many engine workers the joined cluster can hold at once (0: no device for one)."""
     import ray
 
-    have = ray.cluster_resources().get(device_kind(config), 0)
-    need = worker_options(config)["num_gpus" if device_kind(config) == "GPU" else "num_cpus"]
-    return int(have // need)
+    return int(ray.cluster_resources().get(device_kind(config), 0) // worker_need(config))
 
 
 def require_devices(config, address: str) -> int:

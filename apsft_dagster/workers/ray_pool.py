@@ -197,11 +197,11 @@ class RayShare:
         import ray
 
         from apsft_dagster.core.waiting import Waiting
-        from apsft_dagster.workers.cluster import device_kind
+        from apsft_dagster.workers.cluster import device_kind, worker_need
 
         kind = device_kind(self._config)
-        need = worker_options(self._config)["num_gpus" if kind == "GPU" else "num_cpus"]
-        if self._busy or self._idle or not self._starting or ray.available_resources().get(kind, 0) >= need:
+        if (self._busy or self._idle or not self._starting
+                or ray.available_resources().get(kind, 0) >= worker_need(self._config)):
             return None
         if self._wait is None:
             self._wait = Waiting(f"a {kind} from Ray for {len(self._starting)} workers (the cluster's "
