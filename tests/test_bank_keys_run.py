@@ -39,14 +39,17 @@ def _files(root) -> dict[str, bytes]:
     return {p.relative_to(root).as_posix(): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_an_edited_temperature_is_refused_then_recompute_remakes_the_shard(cli_run, tmp_path):
+def test_an_edited_allowance_is_refused_then_recompute_remakes_the_shard(cli_run, tmp_path):
+    """The allowance feeds the trace bank's keys but not the embedded model's cache key (harvest.sampling
+    does: the capability check samples with it), so the remake reuses command 1's model rather than
+    building one (about 230 s on a fresh cache); test_bank_keys.py refuses an edited temperature."""
     store = _copy(cli_run, tmp_path)
-    edited = variant_config(tmp_path, lambda raw: raw["harvest"]["sampling"].update(temperature=0.7))
+    edited = variant_config(tmp_path, lambda raw: raw["harvest"].update(allowance=128))
     before = _files(store.root)
     refused = _apsft(tmp_path, "--config", str(edited), "--store", str(store.root), "--from", "trace_bank_job",
                      "--to", "evidence_seal_job")
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "harvest.sampling.temperature 1.0 → 0.7: trace_bank 18 shards (e.g. caravan-L1-000), score_bank 18 " \
+    assert "harvest.allowance 160 → 128: trace_bank 18 shards (e.g. caravan-L1-000), score_bank 18 " \
            "shards (e.g. caravan-L1-000), r1_labels 18 shards (e.g. caravan-L1-000)" in refused.stderr
     assert _files(store.root) == before  # refused before anything was written
 
@@ -54,10 +57,10 @@ def test_an_edited_temperature_is_refused_then_recompute_remakes_the_shard(cli_r
     remade = _apsft(tmp_path, "--config", str(edited), "--store", str(store.root), "--to", "trace_bank_job",
                     "--partitions", f"trace_bank_job={task}", "--recompute")
     assert remade.returncode == 0, remade.stdout + remade.stderr
-    assert "trace_bank: remaking 18 shards made under other settings (harvest.sampling.temperature 1.0 → 0.7)" \
+    assert "trace_bank: remaking 18 shards made under other settings (harvest.allowance 160 → 128)" \
         in remade.stdout
     key = json.loads(store.get_bytes(key_file(TRACE_BANK, task)))
-    assert key["settings"]["fields"]["harvest.sampling.temperature"] == 0.7
+    assert key["settings"]["fields"]["harvest.allowance"] == 128
     assert store.path(shard_file(TRACE_BANK, task)).read_bytes() != before[shard_file(TRACE_BANK, task)]
     for name in (shard_file(TRACE_BANK, other), key_file(TRACE_BANK, other)):  # not asked for: as it was
         assert store.path(name).read_bytes() == before[name]
