@@ -99,10 +99,13 @@ def test_vllm_refuses_the_qwen35_snapshot_for_want_of_torchvision(snapshot):
 
 
 def test_the_qwen35_model_path_runs_under_the_locks_transformers_and_peft(tmp_path):
-    """The whole tiny rehearsal in this venv (the lock's transformers and peft, on CPU): the Qwen3.5
-    snapshot loads through `full`'s loader, scores, trains on the `qwen3_5` LoRA targets, merges, and the
-    merged policy answers the deployment probe. (`.venv-gpu` cannot run it on a CPU host: flash-linear-
-    attention imports there, transformers takes its Triton kernels, and Triton finds no GPU driver.)"""
+    """The whole tiny rehearsal in this venv (the lock's transformers and peft, on CPU), phase by phase: the
+    Qwen3.5 snapshot loads through `full`'s loader, scores, trains on the `qwen3_5` LoRA targets, merges, the
+    merged policy answers the deployment probe, and `apsft plan --rehearsal` reads its figures. (`.venv-gpu`
+    cannot run it on a CPU host: flash-linear-attention imports there, transformers takes its Triton
+    kernels, and Triton finds no GPU driver.) The suite runs it nowhere else: one run, under the libraries
+    the GPU machine uses."""
+    import os
     import subprocess
     import sys
 
@@ -111,12 +114,38 @@ def test_the_qwen35_model_path_runs_under_the_locks_transformers_and_peft(tmp_pa
     out = tmp_path / "rehearsal.json"
     proc = subprocess.run([sys.executable, str(PROJECT_ROOT / "scripts" / "gpu_rehearsal.py"), "--tiny", "--out",
                            str(out)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
-    statuses = {name: entry["status"] for name, entry in result["phases"].items()}
-    assert statuses == {"snapshot": "done", "scoring": "done", "training": "done", "merge": "done", "probe": "done",
-                        "transformers_generation": "done", "vllm_generation": "skipped",
-                        "vllm_prompt_logprobs": "skipped"}, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert proc.returncode == 0 and result["transformers"] == transformers.__version__
+    assert (result["tiny"], result["device"], result["dtype"], result["finished"]) == (True, "cpu", "float32", True)
+    phases = result["phases"]
+    assert {name: entry["status"] for name, entry in phases.items()} == {
+        "snapshot": "done", "scoring": "done", "training": "done", "merge": "done", "probe": "done",
+        "transformers_generation": "done", "vllm_generation": "skipped", "vllm_prompt_logprobs": "skipped"}
+    assert list(phases)[:6] == ["snapshot", "scoring", "training", "merge", "probe", "transformers_generation"]
+    assert result["transformers"] == transformers.__version__
+    assert not any("gpu_memory" in key for entry in phases.values() for key in entry)  # no CUDA here
+    # the file set vLLM needs to build the processor at start (transformers raises OSError without them)
+    assert {"preprocessor_config.json", "video_preprocessor_config.json", "chat_template.jinja"} <= set(
+        result["snapshot_files"])
+    assert set(result["scoring"]) == {"256", "512"}
+    for length, figures in result["scoring"].items():
+        assert figures["tokens"] >= int(length) and figures["tokens_per_s"] > 0
     training = result["training"]
-    assert training["lora_pairs"] == result["merge"]["lora_pairs"] == 31 and "in_proj_qkv" in training["targets"]
-    assert result["probe"]["prompts"] == 8
+    assert training["quantization"] == "none" and training["base"] == "float32 base on cpu"
+    assert training["tokens_per_s"] > 0 and training["record_tokens"] >= 512 and "in_proj_qkv" in training["targets"]
+    # 3 gated delta-rule blocks x 8 projections + 1 full-attention block x 7
+    assert training["lora_pairs"] == result["merge"]["lora_pairs"] == result["merge"]["changed_tensors"] == 31
+    probe = result["probe"]  # full's 8 probe prompts, answered by the base and the merged policy
+    assert probe["prompts"] == 8 and 0 <= probe["differing"] <= 8 and probe["passed"] == (probe["differing"] > 0)
+    generation = result["transformers_generation"]
+    assert generation["new_tokens"] == 8 * 32 and generation["tokens_per_s"] > 0  # random weights never stop
+    assert phases["vllm_generation"]["reason"] == phases["vllm_prompt_logprobs"]["reason"]
+    assert phases["vllm_generation"]["reason"].startswith("vLLM's Qwen3.5 module imports torchvision")
+    assert result["vllm"]["measured"] is False and "does not import here" in result["vllm"]["reason"]
+    assert set(result["feeds"]) >= {"training.tokens_per_s", "merge.seconds"}
+    assert (result["tokenizer_ids"], result["embedding_rows"]) == (248077, 248320)  # Qwen3.5's real vocabulary
+    env = {**os.environ, "APSFT_STATE_DIR": str(tmp_path / "state")}
+    plan = subprocess.run([sys.executable, "-m", "apsft_dagster.cli", "plan", "--profile", "full", "--rehearsal",
+                           str(out)], capture_output=True, text=True, env=env)
+    assert plan.returncode == 0, plan.stderr
+    assert f"rehearsal {out.name} on cpu (--tiny" in plan.stdout and "training.tokens_per_s" in plan.stdout
