@@ -164,22 +164,31 @@ def test_a_worker_that_cannot_build_its_work_fails_the_stage_at_once(tmp_path, l
 
 
 def test_on_cuda_each_worker_holds_one_gpu_of_a_simulated_four(tmp_path, cli_run, local_ray):
-    """Ray with four simulated GPUs: a CUDA profile's workers ask one each, so Ray gives each its own
-    (CUDA_VISIBLE_DEVICES), and a fifth waits. Nothing computes (no CUDA here): only placement is read."""
+    """Ray with four simulated GPUs, two held by other work: a CUDA profile's workers ask one each, so Ray
+    gives each its own of the two left (CUDA_VISIBLE_DEVICES), and a third waits. Nothing computes (no CUDA
+    here): only placement is read."""
     from tests.conftest import variant_config
 
     cuda = variant_config(tmp_path, lambda raw: raw["compute"].update(device="cuda"))
     _, source, _ = cli_run
     experiment = ExperimentResource(profile="smoke", config_path=str(cuda), store_dir=str(source.root))
     assert require_devices(experiment.config(), "here") == 4
-    share = RayShare("trace_bank", harvest_worker, experiment, None, Target(None, 5))
-    share.expect([f"task-{i}" for i in range(5)])
+
+    @ray.remote(num_gpus=2, num_cpus=0)
+    class Other:  # another run's work on two of the four GPUs
+        def gpus(self):
+            return sorted(str(g) for g in ray.get_gpu_ids())
+    other = Other.remote()
+    held = ray.get(other.gpus.remote())
+    share = RayShare("trace_bank", harvest_worker, experiment, None, Target(None, 3))
+    share.expect([f"task-{i}" for i in range(3)])
     deadline = time.monotonic() + 60
-    while len(share._where_of) < 4 and time.monotonic() < deadline:
+    while len(share._where_of) < 2 and time.monotonic() < deadline:
         share._pump()
-    assert sorted(w["gpu"] for w in share._where_of.values()) == ["0", "1", "2", "3"]
-    assert len(share._starting) == 1 and ray.available_resources().get("GPU", 0) == 0  # the fifth waits
+    assert sorted(w["gpu"] for w in share._where_of.values()) == sorted({"0", "1", "2", "3"} - set(held))
+    assert len(share._starting) == 1 and ray.available_resources().get("GPU", 0) == 0  # the third waits
     share.close()
+    ray.kill(other)
 
 
 def test_a_node_removed_mid_stage_costs_only_its_partition(cli_run, tmp_path):
