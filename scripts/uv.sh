@@ -4,12 +4,9 @@
 #   ensure_uv                 install it, under a file lock (two setups, or two test workers, at once)
 #   uv_install PYTHON ARGS..  `uv pip install ARGS` into PYTHON's venv from the indexes pip is set up
 #                             with (index-url, extra-index-url, find-links, constraint: `pip config
-#                             list`, its environment included), every index equally as pip treats them.
-#                             Same pins, same sources as pip, about 3x faster on this project's 2-core
-#                             machine (docs/timings.md). No bytecode at install: Python compiles what a
-#                             process imports, once, on first import; compiling every module of torch,
-#                             transformers, dagster (and vLLM) up front cost 41 CPU-s for .venv and 42 for
-#                             .venv-vllm, against about 2 s the first imports add (docs/setup-and-tests.md).
+#                             list`, its environment included), every index equally as pip treats them,
+#                             compiled to bytecode as pip does. Same pins, same sources as pip, about
+#                             3x faster on this project's 2-core machine (docs/timings.md).
 UV_VERSION=0.13.9
 UV_TOOLS=".apsft/tools/uv-$UV_VERSION"
 UV_BIN="$UV_TOOLS/bin/uv"
@@ -40,7 +37,7 @@ uv_install() {
   local python=$1; shift
   local value
   if [ ${#UV_SOURCES[@]} = 0 ]; then
-    UV_SOURCES=(--quiet --index-strategy unsafe-best-match)
+    UV_SOURCES=(--quiet --compile-bytecode --index-strategy unsafe-best-match)
     value="$(pip_settings index-url | tail -n 1)"
     [ -z "$value" ] || UV_SOURCES+=(--index-url "$value")
     while read -r value; do UV_SOURCES+=(--extra-index-url "$value"); done < <(pip_settings extra-index-url)
