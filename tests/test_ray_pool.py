@@ -75,13 +75,15 @@ def test_score_shards_equal_command_1s_on_1_2_and_4_workers(cli_run, tmp_path, l
              "runeward-L1-000", "runeward-L2-001", "runeward-L3-000", "runeward-L3-001"]
     experiment, store, made = _copy(cli_run, tmp_path, SCORE_BANK, tasks)
     for devices in (1, 2, 4):
+        ran = tasks[:2] if devices == 1 else tasks  # one worker takes them in turn: two show it
         _forget(store, made)
         share = RayShare("score_bank", score_worker, experiment, {"batch_size": 16}, Target(None, devices))
-        _run(share, tasks)
-        assert {name: store.path(name).read_bytes() for name in made} == made, devices
-        workers = {share.placed(t)["worker"] for t in tasks}
+        _run(share, ran)
+        remade = {name: data for name, data in made.items() if any(f"/{t}." in name for t in ran)}
+        assert len(remade) == 2 * len(ran) and {name: store.path(name).read_bytes() for name in remade} == remade
+        workers = {share.placed(t)["worker"] for t in ran}
         assert 1 <= len(workers) <= devices and (devices == 1 or len(workers) >= 2), (devices, workers)
-        assert {share.placed(t)["pid"] for t in tasks} <= {w["pid"] for w in share._where_of.values()}
+        assert {share.placed(t)["pid"] for t in ran} <= {w["pid"] for w in share._where_of.values()}
         assert _temps(store) == []
     deadline = time.monotonic() + 10  # each pool stopped its workers once its last partition was in
     while ray.available_resources().get("CPU", 0) < 4 and time.monotonic() < deadline:
@@ -155,7 +157,7 @@ def test_a_stage_waiting_for_a_device_says_so_at_once_and_when_it_got_one(cli_ru
 
 def test_a_worker_that_cannot_build_its_work_fails_the_stage_at_once(tmp_path, local_ray):
     empty = ExperimentResource(profile="smoke", store_dir=str(tmp_path / "empty"))  # no task catalog to read
-    share = RayShare("trace_bank", harvest_worker, empty, None, Target(None, 2))
+    share = RayShare("trace_bank", harvest_worker, empty, None, Target(None, 1))
     began = time.monotonic()
     built = r"trace_bank: an engine worker could not build its work: MissingArtifactError: \S*task_catalog\.parquet"
     with pytest.raises(ClusterError, match=built):
