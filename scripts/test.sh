@@ -7,8 +7,15 @@
 # The lane runs at nice 3: the suite is the longer path (10-12 min against 6-9 beside a busy core), so
 # where the cores are short the kernel gives the suite's workers the larger share and the lane its
 # slack (docs/timings.md); on an idle core nice changes nothing.
+# Bytecode: the setups compile every installed module up front (uv --compile-bytecode) because where
+# PYTHONDONTWRITEBYTECODE is set (this machine, CI's image) no process keeps what it compiles. Here the
+# suite and the lane import what they use within minutes, so they keep it instead (the variable unset
+# for them) and the setups compile nothing: 41 CPU-s for .venv and 42 for .venv-vllm went to modules no
+# test imports (docs/setup-and-tests.md). A later `bash scripts/setup.sh` (command 1) compiles as before.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+export APSFT_BYTECODE=lazy
+unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh test
 mkdir -p .apsft
 log=.apsft/vllm-lane.log

@@ -5,8 +5,9 @@
 #   uv_install PYTHON ARGS..  `uv pip install ARGS` into PYTHON's venv from the indexes pip is set up
 #                             with (index-url, extra-index-url, find-links, constraint: `pip config
 #                             list`, its environment included), every index equally as pip treats them,
-#                             compiled to bytecode as pip does. Same pins, same sources as pip, about
-#                             3x faster on this project's 2-core machine (docs/timings.md).
+#                             compiled to bytecode as pip does (with APSFT_BYTECODE=lazy, as the test
+#                             command sets it, not: see scripts/test.sh). Same pins, same sources as
+#                             pip, about 3x faster on this project's 2-core machine (docs/timings.md).
 UV_VERSION=0.13.9
 UV_TOOLS=".apsft/tools/uv-$UV_VERSION"
 UV_BIN="$UV_TOOLS/bin/uv"
@@ -37,7 +38,8 @@ uv_install() {
   local python=$1; shift
   local value
   if [ ${#UV_SOURCES[@]} = 0 ]; then
-    UV_SOURCES=(--quiet --compile-bytecode --index-strategy unsafe-best-match)
+    UV_SOURCES=(--quiet --index-strategy unsafe-best-match)
+    [ "${APSFT_BYTECODE:-}" = lazy ] || UV_SOURCES+=(--compile-bytecode)
     value="$(pip_settings index-url | tail -n 1)"
     [ -z "$value" ] || UV_SOURCES+=(--index-url "$value")
     while read -r value; do UV_SOURCES+=(--extra-index-url "$value"); done < <(pip_settings extra-index-url)
