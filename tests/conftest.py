@@ -44,12 +44,13 @@ def pytest_collection_finish(session):
     time of the quick lane's workers, one machine, alternating: 20.2 s and 16.0 s with
     APSFT_GC_FREEZE=off, 11.9 s and 11.7 s frozen. With APSFT_GC_FREEZE=off nothing is loaded here
     (test_xdist_groups.py's inner sessions: they run no model)."""
-    if os.environ.get("APSFT_GC_FREEZE", "").lower() == "off":
+    from apsft_dagster.core.engines.memory import FREEZE, freeze_loaded
+
+    if os.environ.get(FREEZE, "").lower() == "off":  # freeze_loaded's own switch: nothing to load for it
         return
     import transformers  # noqa: F401
 
     import apsft_dagster.definitions  # noqa: F401
-    from apsft_dagster.core.engines.memory import freeze_loaded
 
     transformers.AutoModelForCausalLM  # noqa: B018  the lazy module's auto classes, loaded by most tests
     freeze_loaded()
