@@ -74,8 +74,9 @@ def test_matched_compute_compares_greedy_with_base_sample_more():
     rows = []
     for i in range(n):  # base: samples of 100 tokens; at 250 tokens the first two vote, wrong then right -> wrong
         for s, answer in enumerate(("9", "1", "1")):
+            canonical = "1" if i < 30 else "2"
             rows.append({"task_id": f"t{i:02d}", "sample": s, "answer": answer, "forward_tokens": 100,
-                         "canonical": "1" if i < 30 else "2"})
+                         "canonical": canonical, "correct": answer == canonical})
     result = matched_compute(treatment, pl.DataFrame(rows), n_resamples=2000, seed=0, confidence=0.95)
     assert result["base_vote_accuracy"] == 0.0 and result["margin"] == pytest.approx(0.75) and result["passed"]
     richer = treatment.with_columns(pl.lit(300).alias("forward_tokens"))  # three samples: "1" wins on t00-t29

@@ -35,6 +35,7 @@ class Domain:
     item: Domain | None = None
     min_items: int = 0
     nullable: bool = False
+    with_task_file: str = ""  # the domain with `tasks.source` set, where it differs (described, never drawn)
 
     def contains(self, value: Any) -> bool:
         """Whether the model's own checks of this field alone accept `value` (the test's oracle)."""
@@ -66,6 +67,7 @@ class Domain:
     def describe(self) -> str:
         """The domain in words, as the protocol's table shows it."""
         text = self._describe()
+        text = f"{text}; with `tasks.source`: {self.with_task_file}" if self.with_task_file else text
         return f"{text}, or null" if self.nullable else text
 
     def _describe(self) -> str:
@@ -142,8 +144,10 @@ def _domain(path: str, annotation, metadata: list) -> Domain:
         return Domain(path, "choice", choices=typing.get_args(annotation), nullable=nullable)
     if origin is list:
         (item,) = typing.get_args(annotation)
+        # the wider domain with `tasks.source` set (core/task_file/names.py WithTaskFile); the type stays the domain
+        wider = next((m.with_task_file for m in metadata if hasattr(m, "with_task_file")), "")
         return Domain(path, "list", item=_domain(f"{path}[]", item, []), min_items=bounds.get("min_items", 0),
-                      nullable=nullable)
+                      nullable=nullable, with_task_file=wider)
     if origin is dict:
         return Domain(path, "mapping", nullable=nullable)
     kind = {bool: "boolean", int: "integer", float: "number", str: "string"}[annotation]

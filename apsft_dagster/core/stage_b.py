@@ -100,12 +100,12 @@ def matched_vote(samples: Sequence[tuple[str | None, int]], budget: int) -> str 
 def matched_compute(treatment: pl.DataFrame, base_samples: pl.DataFrame, *, n_resamples: int, seed: int,
                     confidence: float) -> dict:
     """treatment: (task_id, correct, forward_tokens) greedy; base_samples: (task_id, sample, answer,
-    forward_tokens, canonical). The treatment against base sample-more at its own token budget."""
+    forward_tokens, correct). The treatment against base sample-more at its own token budget."""
     votes = []
     for task_id, budget in treatment.select("task_id", "forward_tokens").sort("task_id").iter_rows():
         rows = base_samples.filter(pl.col("task_id") == task_id).sort("sample")
         vote = matched_vote(list(zip(rows["answer"], rows["forward_tokens"])), budget)
-        votes.append(vote is not None and vote == rows["canonical"][0])
+        votes.append(vote_correct(vote, rows))
     a = treatment.sort("task_id")["correct"].cast(pl.Float64).to_numpy()
     b = np.array(votes, dtype=np.float64)
     mean, lower, upper = paired_bootstrap(a, b, n_resamples=n_resamples, seed=seed, confidence=confidence)
@@ -171,12 +171,18 @@ def sampled_figures(samples: pl.DataFrame) -> dict:
         votes, passes = [], []
         for _, task in rows.sort("task_id", "sample").group_by("task_id", maintain_order=True):
             vote = _majority(task["answer"].to_list())
-            votes.append(vote is not None and vote == task["canonical"][0])
+            votes.append(vote_correct(vote, task))
             passes.append(bool(task["correct"].any()))
         out[policy] = {"k": int(rows.group_by("task_id").len()["len"].max()), "tasks": len(votes),
                        "sample_accuracy": float(rows["correct"].mean()),
                        "majority_accuracy": float(np.mean(votes)), "pass_at_k": float(np.mean(passes))}
     return out
+
+
+def vote_correct(vote: str | None, samples: pl.DataFrame) -> bool:
+    """A vote is one of the task's sampled answers, judged as that sample was (`correct`: the exact comparison
+    with `canonical`, or a task file's checker), so a vote and its samples never disagree."""
+    return vote is not None and bool(samples.filter(pl.col("answer") == vote)["correct"].any())
 
 
 def _majority(taken: list[str | None]) -> str | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dagster as dg
 
 from apsft_dagster.core.selection.arms import ARMS
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import train_task_ids
 from apsft_dagster.core.policies import (BASE, parse_policy, replication_policies, stage_a_eval_keys,
                                          stage_a_policies)
 from apsft_dagster.profile import definitions_config

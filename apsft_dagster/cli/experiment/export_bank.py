@@ -19,7 +19,7 @@ def export_bank(args: argparse.Namespace) -> int:
     """Write the trace bank as an inheritable bank (index.json + shards) and print its digest."""
     from apsft_dagster.core.bank import export_bank as export
     from apsft_dagster.core.layout import TRACE_BANK, shard_file
-    from apsft_dagster.core.tasks.catalog import train_task_ids
+    from apsft_dagster.core.task_file.source import train_task_ids
 
     config, store = profile_store(args)
     task_ids = [t for t in train_task_ids(config) if store.exists(shard_file(TRACE_BANK, t))]

@@ -74,10 +74,10 @@ def cache_key(config: Config, catalog_prompts: Collection[str], real_vocab: bool
 
 def profile_key(config: Config) -> str:
     """The cache key of a profile's embedded model from its config alone (the catalog is rebuilt,
-    as the task_catalog asset builds it)."""
-    from apsft_dagster.core.tasks.catalog import build_catalog
+    as the task_catalog asset builds it: from the builders or the task file, core/task_file/source.py)."""
+    from apsft_dagster.core.task_file.source import task_catalog
 
-    return cache_key(config, build_catalog(config)["prompt"].to_list())
+    return cache_key(config, task_catalog(config)["prompt"].to_list())
 
 
 def model_at_hand(config: Config) -> str | None:

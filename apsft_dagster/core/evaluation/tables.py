@@ -7,7 +7,7 @@ import polars as pl
 
 from apsft_dagster.core.balance import exactly_once
 from apsft_dagster.core.config import LoopThresholds
-from apsft_dagster.core.evaluation.parse import eval_table
+from apsft_dagster.core.evaluation.parse import Checks, eval_table
 from apsft_dagster.core.policies import arm_and_seed
 
 
@@ -26,14 +26,15 @@ def sample_problems(policy: str, samples: pl.DataFrame, wanted: list[str], k: in
             + [f"{policy}: task {t} is not a Stage B task" for t in tally.extra[:10]])
 
 
-def parsed_table(policy: str, generations: pl.DataFrame, tasks: pl.DataFrame, tokenizer,
-                 loop: LoopThresholds, stage: str = "Stage A") -> tuple[pl.DataFrame | None, list[str]]:
-    """(the policy's evaluation table, or None, and the coverage problems that stopped it)."""
+def parsed_table(policy: str, generations: pl.DataFrame, tasks: pl.DataFrame, tokenizer, loop: LoopThresholds,
+                 stage: str = "Stage A", checks: Checks = None) -> tuple[pl.DataFrame | None, list[str]]:
+    """(the policy's evaluation table, or None, and the coverage problems that stopped it); `checks`: a task
+    file's checkers (None: the exact comparison)."""
     found = coverage_problems(policy, generations["task_id"].to_list(), tasks["task_id"].to_list(), stage)
     if found:
         return None, found
     arm, seed = arm_and_seed(policy)
-    return eval_table(policy, arm, seed, generations, tasks, tokenizer, loop), []
+    return eval_table(policy, arm, seed, generations, tasks, tokenizer, loop, checks), []
 
 
 def table_figures(table: pl.DataFrame) -> dict:

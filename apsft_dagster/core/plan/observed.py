@@ -24,7 +24,7 @@ from apsft_dagster.core.layout import (BASE_MODEL_REPORT, PARITY_GATE, R1_BANK, 
                                        probe_report, shard_file, stage_b_generations, stage_b_samples)
 from apsft_dagster.core.policies import policy_keys, stage_a_eval_keys
 from apsft_dagster.core.store import Store
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import train_task_ids
 from apsft_dagster.core.training.gate import budget_amendment
 
 BANK_COLUMNS = ["task_id", "n_tokens", "n_thought_tokens", "n_record_tokens", "eligible"]

@@ -20,7 +20,7 @@ from apsft_dagster.core.plan.observed import Observed
 from apsft_dagster.core.policies import parse_policy, stage_a_eval_keys, stage_a_policies
 from apsft_dagster.core.selection.rules import ROWS_PER_TASK
 from apsft_dagster.core.splits import SPLIT, STAGE_A_SPLITS
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import train_task_ids
 
 REGISTERED_COUNTS = "registered counts"
 INSTRUMENTS = 2  # the parity gate scores each calibration trace with both instruments

@@ -13,6 +13,7 @@ from apsft_dagster.core.evaluation.tables import parsed_table, table_figures
 from apsft_dagster.core.layout import TASK_CATALOG, eval_generations
 from apsft_dagster.core.layout import eval_table as eval_table_name
 from apsft_dagster.core.store import json_bytes, sha256_bytes
+from apsft_dagster.core.task_file.source import answer_checks
 from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.experiment.assets.merged_models import merged_models
 from apsft_dagster.experiment.assets.task_catalog import task_catalog
@@ -70,11 +71,11 @@ def stage_a_eval(context: dg.AssetExecutionContext, experiment: ExperimentResour
     forward tokens. Needs no model: a parser change reruns only this."""
     config, store = experiment.config(), experiment.store()
     tasks = eval_tasks(store.get_parquet(TASK_CATALOG))
-    tokenizer = load_tokenizer(config, store)
+    tokenizer, checks = load_tokenizer(config, store), answer_checks(config)
     digests, problems = {}, []
     for policy in context.partition_keys:
         table, found = parsed_table(policy, store.get_parquet(eval_generations(policy)), tasks, tokenizer,
-                                    config.harvest.loop)
+                                    config.harvest.loop, checks=checks)
         problems += found
         if table is None:
             continue

@@ -18,7 +18,7 @@ from apsft_dagster.core.run_report.own_generations import degeneration_table
 from apsft_dagster.core.run_report.settings import hack_thresholds
 from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import json_bytes, sha256_bytes
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import train_task_ids
 from apsft_dagster.experiment.partitions import stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource
 

@@ -13,7 +13,7 @@ from apsft_dagster.core.bank_key_check import Keyer
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
 from apsft_dagster.core.rollouts import R1_SCHEMA, r1_rollouts
 from apsft_dagster.core.score_bank import SCORE_SCHEMA, join_problems
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import answer_checks, train_task_ids
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
@@ -33,12 +33,13 @@ def r1_labels(context: dg.AssetExecutionContext, experiment: ExperimentResource,
 def _maker(experiment: ExperimentResource, generator: GenerationResource) -> Callable[[dict, str], tuple]:
     """make(task row, shard file) -> (digest, action, figures): one rollout per scored trace."""
     config, store = experiment.config(), experiment.store()
+    checks = answer_checks(config)  # a task file's checkers; None: the builders' exact comparison
 
     def make(task: dict, name: str) -> tuple[str, str, dict]:
         scored = store.get_parquet(shard_file(SCORE_BANK, task["task_id"])).select("trace_id")
         traces = store.get_parquet(shard_file(TRACE_BANK, task["task_id"])).join(scored, on="trace_id", how="semi")
         shard = r1_rollouts(generator.engine(), task["prompt"], task["answer"], traces, config.rollouts,
-                            config.seeds.experiment)
+                            config.seeds.experiment, None if checks is None else checks[task["task_id"]])
         figures = {"rollouts": shard.height, "successes": int(shard["success"].sum())}
         return store.put_parquet(name, shard), "rolled out", figures
     return make

@@ -15,7 +15,7 @@ from apsft_dagster.core.layout import PARITY_GATE, SCORE_BANK, TASK_CATALOG, TRA
 from apsft_dagster.core.parity import (calibration_traces, gate_outcome, gate_problems, parity_report,
                                       score_calibration, scoring_instrument)
 from apsft_dagster.core.score_bank import SCORE_SCHEMA, join_problems, non_finite, score_task
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import train_task_ids
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, ScoringResource
 

@@ -24,6 +24,7 @@ from apsft_dagster.core.rehearsal import labelled
 from apsft_dagster.core.stage_b import (analyze, final_verdict, parsed_tables, plan, planned, released_policies,
                                       sample_seeds)
 from apsft_dagster.core.store import json_bytes, sha256_bytes
+from apsft_dagster.core.task_file.source import answer_checks
 from apsft_dagster.core.policies import arm_and_seed
 from apsft_dagster.experiment.assets.analysis import stage_a_analysis
 from apsft_dagster.experiment.assets.evaluation import stage_a_generations
@@ -133,11 +134,11 @@ def stage_b_eval(context: dg.AssetExecutionContext, experiment: ExperimentResour
     stage_b = planned(store, context.partition_keys)
     tasks = eval_tasks(store.get_parquet(TASK_CATALOG), STAGE_B_SPLITS)
     wanted = tasks["task_id"].to_list()
-    tokenizer = load_tokenizer(config, store)
+    tokenizer, checks = load_tokenizer(config, store), answer_checks(config)
     digests, problems = {}, {name: [] for name in STAGE_B_CHECKS}
     for policy in context.partition_keys:
         table, found = parsed_table(policy, store.get_parquet(generations_name(policy)), tasks, tokenizer,
-                                    config.harvest.loop, "Stage B")
+                                    config.harvest.loop, "Stage B", checks)
         problems["every_task_once"] += found
         if table is not None:
             digests[stage_b_table(policy)] = store.put_parquet(stage_b_table(policy), table)
@@ -148,7 +149,7 @@ def stage_b_eval(context: dg.AssetExecutionContext, experiment: ExperimentResour
             problems["k_samples_per_task"] += found
             if not found:
                 arm, seed = arm_and_seed(policy)
-                parsed = sample_table(policy, arm, seed, samples, tasks, tokenizer, config.harvest.loop)
+                parsed = sample_table(policy, arm, seed, samples, tasks, tokenizer, config.harvest.loop, checks)
                 digests[stage_b_sample_table(policy)] = store.put_parquet(stage_b_sample_table(policy), parsed)
                 context.add_asset_metadata({"sample_accuracy": float(parsed["correct"].mean())}, partition_key=policy)
     yield dg.MaterializeResult(metadata={"tables": len(digests)},

@@ -14,7 +14,7 @@ from apsft_dagster.core.bank_key_check import Keyer
 from apsft_dagster.core.bank import InheritedBank, load_shards, write_index
 from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
 from apsft_dagster.core.layout import TASK_CATALOG, TRACE_BANK, summary_file
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import train_task_ids
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
