@@ -63,12 +63,17 @@ class Keyer:
         fingerprint = store.get_json(BASE_MODEL_REPORT)["fingerprint"] if store.exists(BASE_MODEL_REPORT) else None
         instrument = scoring_instrument(store, config) if bank != bank_keys.TRACE_BANK else None
         self.made_with = bank_keys.settings(config, bank, fingerprint, instrument)
+        self.fingerprint = fingerprint
         self.inherited = inherited_index(config) if bank == bank_keys.TRACE_BANK else None
         self.covered = covered_changes(store)
 
-    def settings_for(self, task_id: str) -> dict:
+    def settings_for(self, task_id: str, old: dict | None = None) -> dict:
+        """This run's settings for the task's shard; for one imported (`old`: its key's settings), this run's
+        settings for importing that same file (`apsft import-traces`), so a change of what judged it shows."""
         if self.inherited is not None and task_id in self.inherited:
             return bank_keys.inherited_settings(self.config.harvest.inherited_index_sha256)
+        if old is not None and bank_keys.IMPORTED in old:
+            return bank_keys.imported_settings(self.config, self.fingerprint, old[bank_keys.IMPORTED])
         return self.made_with
 
     def expected(self, task: dict, made_by: dict | None = None) -> dict:
@@ -99,7 +104,7 @@ class Keyer:
         old = old if old is not None else self.stored(task_id)
         if old is None:
             return ("recompute", [NO_KEY]) if recompute else ("refuse", [NO_KEY])
-        differ = changes(old["settings"], self.settings_for(task_id))
+        differ = changes(old["settings"], self.settings_for(task_id, old["settings"]))
         if differ and recompute:
             return "recompute", differ
         if differ and not all(c in self.covered for c in differ):
