@@ -1,15 +1,15 @@
 """The architecture comes from the snapshot: `full` pointed at a Qwen3.5-layout or a Qwen3 directory
 loads, describes it from its own config.json, and resolves the LoRA targets and pair count the
-model itself has (counted here from the layer types); a chat template off the protocol is refused."""
+model itself has (counted here from the layer types); a chat template that cannot hold the protocol is refused."""
 
 import json
 
 import pytest
 
-from apsft_dagster.core.config import load_config
-from apsft_dagster.core.errors import ConfigError, ModelDirectoryError
+from apsft_dagster.core.config import Markers, load_config
+from apsft_dagster.core.errors import ConfigError, ModelDirectoryError, TrainingError
 from apsft_dagster.core.base_model import inspect_model_dir
-from apsft_dagster.core.snapshot import check_chat_template, require_lora_targets
+from apsft_dagster.core.snapshot import check_chat_template
 from apsft_dagster.core.training.lora import target_modules
 from conftest import variant_config
 from tiny import tiny_snapshot
@@ -41,22 +41,38 @@ def test_full_profile_runs_on_the_architecture_its_snapshot_says(layout, tmp_pat
         assert targets == sorted(config.training.target_modules["qwen3"]) and pairs == 4 * (ATTENTION + MLP)
 
 
+OFF_PROTOCOL = {  # a template that cannot hold the protocol -> what the refusal names
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}<|im_end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}": "does not write the user's words once",
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n<think>\n\n</think>\n\n{% endif %}": "already closes",
+    "{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}": "writes nothing after the assistant",
+}
+
+
 @pytest.mark.slow
-def test_a_chat_template_off_the_protocol_is_refused_naming_the_snapshot(tmp_path):
+@pytest.mark.parametrize("template", list(OFF_PROTOCOL), ids=["drops-words", "thinking-off", "no-end-of-turn"])
+def test_a_chat_template_off_the_protocol_is_refused_naming_the_snapshot(template, tmp_path):
     snapshot = tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2)
-    (snapshot / "chat_template.jinja").write_text(
-        "{% for m in messages %}<|im_start|>{{ m['role'] }}: {{ m['content'] }}<|im_end|>{% endfor %}"
-        "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
-    with pytest.raises(ModelDirectoryError, match=rf"{snapshot}: the chat template renders a user turn as"):
+    (snapshot / "chat_template.jinja").write_text(template)
+    with pytest.raises(ModelDirectoryError, match=rf"{snapshot}: the chat template.*{OFF_PROTOCOL[template]}"):
         check_chat_template(snapshot)
+
+
+@pytest.mark.slow
+def test_a_marker_the_tokenizer_does_not_hold_is_refused_by_name(tmp_path):
+    snapshot = tiny_snapshot(tmp_path / "model", "qwen3", layers=1)
+    with pytest.raises(ModelDirectoryError, match=r"protocol.think_close '<end-thought>' is not one token"):
+        check_chat_template(snapshot, Markers(think_close="<end-thought>"))
 
 
 def test_unknown_layer_types_are_refused(tmp_path):
     snapshot = tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2)
     config = json.loads((snapshot / "config.json").read_text())
-    config["text_config"]["layer_types"] = ["sliding_attention", "full_attention"]
+    config["text_config"]["layer_types"] = ["chunked_attention", "full_attention"]
     (snapshot / "config.json").write_text(json.dumps(config))
-    with pytest.raises(ModelDirectoryError, match=r"layer_types \['sliding_attention'\] are not known"):
+    with pytest.raises(ModelDirectoryError, match=r"layer_types \['chunked_attention'\] are not known"):
         inspect_model_dir(snapshot)
 
 
@@ -71,11 +87,17 @@ def test_a_local_profile_may_not_name_an_architecture(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_a_snapshot_whose_architecture_has_no_lora_targets_is_refused_up_front(tmp_path, monkeypatch):
-    snapshot = tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2)
-    monkeypatch.setenv("APSFT_MODEL_DIR", str(snapshot))
-    found = inspect_model_dir(snapshot)["snapshot"]
-    targets = load_config("full").training.target_modules
-    assert require_lora_targets(found, targets, "here") == targets["qwen3_5"]
-    with pytest.raises(ModelDirectoryError, match=r"model_type 'qwen3_5'.*entries for \['qwen3'\] only; add qwen3_5:"):
-        require_lora_targets(found, {"qwen3": targets["qwen3"]}, "here")
+def test_lora_targets_are_derived_from_the_module_tree_unless_the_profile_names_them(tmp_path):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2))
+    training = load_config("smoke").training
+    linears = sorted(n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and ".layers." in n)
+    derived = training.model_copy(update={"target_modules": {}})
+    assert target_modules(model, derived) == (sorted({n.rsplit(".", 1)[1] for n in linears}), len(linears))
+    only_attention = training.model_copy(update={"target_modules": {"qwen3_5": ["q_proj", "k_proj"]}})
+    assert target_modules(model, only_attention) == (["k_proj", "q_proj"], 2)  # one full-attention layer of two
+    bad = training.model_copy(update={"target_modules": {"qwen3_5": ["q_proj", "w_gate"]}})
+    with pytest.raises(TrainingError, match=r"training.target_modules.qwen3_5: \['w_gate'\] are not linear"):
+        target_modules(model, bad)

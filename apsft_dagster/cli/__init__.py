@@ -1,6 +1,7 @@
 """`apsft`: run a profile end to end, open the UI, or validate a config; each wing adds its commands.
 
-  apsft run | export-bank | freeze | amend | report   the experiment (cli/experiment/)
+  apsft run | export-bank | import-traces | export-arms | freeze | amend | report | compare | export-tasks
+                                                the experiment (cli/experiment/)
   apsft loss-mask add | run | demo              the loss-mask curation (cli/loss_mask.py)
   apsft rl-report add                           the RL run report (cli/run_report.py)
   apsft ui | validate | plan | doctor | audit   shared (cli/)
@@ -16,11 +17,15 @@ from apsft_dagster.cli import audit, doctor, plan, ui, validate
 from apsft_dagster.cli import loss_mask as loss_mask_cli
 from apsft_dagster.cli import run_report as run_report_cli
 from apsft_dagster.cli.experiment import amend, export_bank, freeze, report, run
+from apsft_dagster.cli.experiment import compare
+from apsft_dagster.cli.experiment import export_arms
+from apsft_dagster.cli.experiment import import_traces
+from apsft_dagster.cli.experiment import export_tasks
 from apsft_dagster.core.errors import ApsftError
 
 # in the order `apsft --help` lists them
-COMMANDS = (run, ui, validate, plan, doctor, export_bank, freeze, amend, audit, report, loss_mask_cli,
-            run_report_cli)
+COMMANDS = (run, ui, validate, plan, doctor, export_bank, import_traces, export_arms, freeze, amend, audit, report,
+            compare, export_tasks, loss_mask_cli, run_report_cli)
 
 
 @functools.cache

@@ -12,7 +12,9 @@ at `<bank>/keys/<task>.json`:
   it was made from (a remade trace shard makes its scores stale).
 
 An inherited shard keeps the key it was exported with (`made_by`) under settings that name the
-inherited index: a rerun never re-reads the parent's settings as this study's.
+inherited index: a rerun never re-reads the parent's settings as this study's. An imported shard
+(`apsft import-traces`, core/trace_import.py) names its file (`imported`: SHA-256, the fields it lacks)
+instead of generation settings, beside what judged its traces here (`IMPORT_FEEDS`, the model, `IMPORT_CODE`).
 Nothing here reads the store or Dagster: core/bank_key_check.py compares keys in a store.
 """
 
@@ -30,12 +32,20 @@ UPSTREAM = {TRACE_BANK: (), SCORE_BANK: (TRACE_BANK,), R1_BANK: (TRACE_BANK, SCO
 # The config that feeds each bank: sections (or dotted fields) of the sealed config. `tasks` and the
 # task seeds do not appear: a task's own content (its prompt and answer digest) is in its key, so a
 # change to the split sizes keeps every shard of a task that is still there.
-_TRACE = ("seeds.experiment", "model", "compute", "embedded", "harvest")
-FEEDS = {TRACE_BANK: _TRACE, SCORE_BANK: (*_TRACE, "scoring"), R1_BANK: (*_TRACE, "scoring", "rollouts")}
+_TRACE = ("seeds.experiment", "model", "protocol", "compute", "embedded", "harvest")  # protocol: a snapshot's markers
+# A task file's digest feeds R1 (its rows' checkers decide `success`); absent (the builders), it adds no field.
+FEEDS = {TRACE_BANK: _TRACE, SCORE_BANK: (*_TRACE, "scoring"),
+         R1_BANK: (*_TRACE, "scoring", "rollouts", "tasks.source_sha256")}
 # The code that makes each bank's bytes, relative to core/ (the text protocol and seeds are also sealed code).
-CODE = {TRACE_BANK: ("harvest.py", "loops.py", "protocol.py", "seeds.py"),
-        SCORE_BANK: ("scoring.py", "instruments.py", "score_bank.py", "protocol.py"),
-        R1_BANK: ("rollouts.py", "protocol.py", "seeds.py")}
+CODE = {TRACE_BANK: ("harvest.py", "loops.py", "protocol.py", "text_protocol.py", "seeds.py"),
+        SCORE_BANK: ("scoring.py", "instruments.py", "score_bank.py", "protocol.py", "text_protocol.py"),
+        R1_BANK: ("rollouts.py", "protocol.py", "text_protocol.py", "seeds.py")}
+# An imported trace shard: what decides its bytes beside the file (the tokenizer's model, the markers, the
+# harvest's rules that judge and batch a trace) and the code that applies them.
+IMPORTED = "imported"
+IMPORT_FEEDS = ("model", "protocol", "harvest.loop", "harvest.record_limit", "harvest.min_eligible",
+                "harvest.samples_per_task", "harvest.topup_size", "harvest.topup_batches")
+IMPORT_CODE = (*CODE[TRACE_BANK], "trace_import.py")
 # Fields in a key that decide no byte of the shard it keys (a gate's threshold, where a bank is
 # imported from, which instrument was asked for when the one that scored is in the key): a recorded
 # amendment may cover a change to one of them and keep the shards. Any other field decides bytes:
@@ -45,8 +55,8 @@ AMENDABLE = ("harvest.min_eligible", "harvest.inherited_index", "scoring.parity_
 _CORE = Path(__file__).resolve().parent
 
 
-def code_digests(bank: str) -> dict[str, str]:
-    return {f"core/{name}": sha256_file(_CORE / name) for name in CODE[bank]}
+def code_digests(bank: str, names: tuple[str, ...] | None = None) -> dict[str, str]:
+    return {f"core/{name}": sha256_file(_CORE / name) for name in (names or CODE[bank])}
 
 
 def flat(obj: object, prefix: str = "") -> dict[str, object]:
@@ -61,8 +71,12 @@ def flat(obj: object, prefix: str = "") -> dict[str, object]:
 
 def fed_fields(config, bank: str) -> dict[str, object]:
     """The config fields that feed `bank`, flattened; `vllm` feeds the banks a vLLM engine makes."""
+    return fields_of(config, FEEDS[bank] + (("vllm",) if config.harvest.backend == "vllm" else ()))
+
+
+def fields_of(config, feeds: tuple[str, ...]) -> dict[str, object]:
+    """The config's sections or dotted fields `feeds`, flattened (a name the config lacks: none)."""
     body = config.model_dump(mode="json")
-    feeds = FEEDS[bank] + (("vllm",) if config.harvest.backend == "vllm" else ())
     fields = {}
     for name in feeds:
         node = body
@@ -85,6 +99,18 @@ def inherited_settings(index_sha256: str) -> dict:
     return {"inherited_index_sha256": index_sha256}
 
 
+def imported_settings(config, model_fingerprint: str, source: dict) -> dict:
+    """An imported trace shard's settings: its file (`source`: SHA-256, what it lacks) and what judged it here."""
+    return {IMPORTED: source, "fields": fields_of(config, IMPORT_FEEDS), "model_fingerprint": model_fingerprint,
+            "code": code_digests(TRACE_BANK, IMPORT_CODE)}
+
+
+def source(settings: dict) -> str:
+    """Where a shard's traces come from: "inherited", "imported" or "made here"."""
+    return "inherited" if "inherited_index_sha256" in settings else "imported" if IMPORTED in settings \
+        else "made here"
+
+
 def task_part(task: dict, inputs: dict[str, str]) -> dict:
     """The per-task part: id, content digest, and the upstream shards' SHA-256 (bank -> digest)."""
     content = sha256_bytes(json_bytes({"prompt": task["prompt"], "answer": task["answer"]}))
@@ -101,9 +127,8 @@ def shard_key(bank: str, made_with: dict, task: dict, made_by: dict | None = Non
 def changes(old: dict, new: dict) -> list[tuple[str, object, object]]:
     """(name, old value, new value) for each setting that differs: a config field by its dotted name,
     `model fingerprint`, `code <file>`, `seeds.experiment`, `instrument`, `inherited index`."""
-    if ("inherited_index_sha256" in old) != ("inherited_index_sha256" in new):
-        return [("inherited", "inherited" if "inherited_index_sha256" in old else "made here",
-                 "inherited" if "inherited_index_sha256" in new else "made here")]
+    if source(old) != source(new):
+        return [("inherited" if "inherited" in (source(old), source(new)) else "imported", source(old), source(new))]
     if "inherited_index_sha256" in old:
         a, b = old["inherited_index_sha256"], new["inherited_index_sha256"]
         return [] if a == b else [("harvest.inherited_index_sha256", a, b)]

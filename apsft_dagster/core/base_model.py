@@ -20,7 +20,7 @@ def base_model_path(config: Config, store: Store) -> Path:
     return store.path(BASE_MODEL_DIR)
 
 
-def inspect_model_dir(path: str | Path) -> dict:
+def inspect_model_dir(path: str | Path, markers=None) -> dict:
     """Config, tokenizer and safetensors weights must be present; nothing is ever downloaded."""
     root = Path(path)
     config_file = root / "config.json"
@@ -37,7 +37,7 @@ def inspect_model_dir(path: str | Path) -> dict:
     from apsft_dagster.core.snapshot import describe_snapshot
 
     files = dir_digests(root)
-    return {"path": str(root), "model_type": model_type, "snapshot": describe_snapshot(root), "files": files,
+    return {"path": str(root), "model_type": model_type, "snapshot": describe_snapshot(root, markers), "files": files,
             "fingerprint": fingerprint(files)}
 
 

@@ -20,8 +20,8 @@ from pydantic import PrivateAttr, ValidationError, model_validator
 
 from apsft_dagster.core.config_sections import (  # the sections, importable from here as before
     ARCHITECTURES, KNOWN_FAMILIES, KNOWN_LEVELS, VLLM_CPU_HEAD_DIMS, Compute, Embedded, Evaluation, Harvest,
-    LinearAttention, LoopThresholds, Lora, LossWeights, Merge, ModelSpec, Probe, Rollouts, Sampling, Scoring, Seeds,
-    Selection, Split, StageB, Strict, Tasks, Throughput, Training, Vision, Vllm, late_defaults_dropped,
+    LinearAttention, LoopThresholds, Lora, LossWeights, Markers, Merge, ModelSpec, Probe, Rollouts, Sampling, Scoring,
+    Seeds, Selection, Split, StageB, Strict, Tasks, Throughput, Training, Vision, Vllm, late_defaults_dropped,
 )
 from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.gpu_settings import Gpu
@@ -48,6 +48,7 @@ class Config(Strict):
     seeds: Seeds
     tasks: Tasks
     model: ModelSpec
+    protocol: Markers | None = None  # a local snapshot's text markers (core/text_protocol.py); absent: Qwen's
     compute: Compute
     embedded: Embedded | None = None
     harvest: Harvest
@@ -70,6 +71,7 @@ class Config(Strict):
     # a declared rehearsal: the registered profile it re-reads with changed thresholds (core/rehearsal.py)
     rehearsal: str | None = None
     _registered: Any = PrivateAttr(default=None)
+    _task_file: Any = PrivateAttr(default=None)  # tasks.source, resolved and verified (core/task_file/source.py)
 
     @model_validator(mode="after")
     def _consistent(self) -> Config:
@@ -79,6 +81,9 @@ class Config(Strict):
         if self.model.source == "embedded" and self.model.architecture is None:
             raise ValueError("model.architecture: required when model.source is 'embedded' "
                              f"(one of {list(ARCHITECTURES)})")
+        if self.model.source == "embedded" and self.protocol is not None:
+            raise ValueError("protocol: only for model.source local; the embedded model writes core/protocol.py's "
+                             "markers. Remove the section")
         if self.model.source == "local" and self.model.architecture is not None:
             raise ValueError("model.architecture: only for model.source embedded; a local snapshot's architecture is "
                              "read from its config.json. Remove the key")
@@ -208,6 +213,10 @@ def load_config(profile: str | None = None, path: str | os.PathLike | None = Non
         raise ConfigError(f"{source}: invalid config:\n{_describe(exc)}") from None
     if config.model.source == "local" and require_snapshot:
         _require_model_dir(config, source)
+    if config.tasks.source is not None or config.tasks.source_sha256 is not None:
+        from apsft_dagster.core.task_file.pin import bind_task_file
+
+        bind_task_file(config, source)
     if config.rehearsal is not None:
         _bind_rehearsal(config, source, require_snapshot)
     return config

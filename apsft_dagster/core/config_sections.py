@@ -7,10 +7,12 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
+from apsft_dagster.core.protocol import BOUNDARY, THINK_CLOSE, THINK_OPEN
 from apsft_dagster.core.splits import CONFIGURED
 from apsft_dagster.core.tasks import BUILDERS, STEPS_BY_LEVEL
+from apsft_dagster.core.task_file.names import FILE_FAMILIES, FILE_LEVELS, split_members, with_source
 
 # Each field's domain (docs/PROTOCOL.md, "Every value's domain"): a value outside it is refused on
 # load, naming the field, the value and the range.
@@ -28,7 +30,9 @@ KNOWN_LEVELS = tuple(STEPS_BY_LEVEL)  # the levels the builders know (core/tasks
 # Sealed fields added after receipts existed, each with its default: the digest leaves one out while it holds
 # that default, so a profile that does not set it keeps its digest and every receipt (`late_defaults_dropped`).
 LATE_FIELDS: dict[str, object] = {"scoring.on_failed_gate": "reference",
-                                   "scoring.reference_batch_tokens": 8192}
+                                   "scoring.reference_batch_tokens": 8192,
+                                   "protocol": None,  # a local snapshot's markers (Markers); absent: Qwen's
+                                   "tasks.source": None, "tasks.source_sha256": None}  # a task file (Tasks)
 
 
 def late_defaults_dropped(body: dict) -> dict:
@@ -61,15 +65,20 @@ class Seeds(Strict):
 class Split(Strict):
     """A block of tasks: every (family, level) cell holds `per_cell` tasks; `total` is declared."""
 
-    families: Annotated[list[Literal[KNOWN_FAMILIES]], Field(min_length=1)]  # the task catalog's families
-    levels: Annotated[list[Literal[KNOWN_LEVELS]], Field(min_length=1)]
+    families: Annotated[list[Literal[KNOWN_FAMILIES]], Field(min_length=1), FILE_FAMILIES]  # the catalog's families
+    levels: Annotated[list[Literal[KNOWN_LEVELS]], Field(min_length=1), FILE_LEVELS]  # with tasks.source: a file's
     per_cell: PosInt
     total: PosInt
+    _names = field_validator("families", "levels", mode="wrap")(split_members)  # core/task_file/names.py
 
 
 # One block per configured split of the split table (train, core_iid, core_hard, held_family; a
 # derived split such as rendering has none), so a new split is a row there and a block here.
-Tasks = create_model("Tasks", __base__=Strict, __module__=__name__, **{name: (Split, ...) for name in CONFIGURED})
+# tasks.source: a JSONL or Parquet task file (relative to the profile, or absolute) pinned by tasks.source_sha256
+# (docs/task-files.md; both or neither: core/task_file/pin.py); absent, the builders' tasks (core/tasks/)
+Tasks = create_model("Tasks", __base__=Strict, __module__=__name__, **{name: (Split, ...) for name in CONFIGURED},
+                     source=(str | None, None), source_sha256=(str | None, None),
+                     __validators__={"_source": model_validator(mode="wrap")(with_source)})
 
 
 ARCHITECTURES = ("qwen3_5", "qwen3")  # what the embedded build makes; a local snapshot says its own
@@ -83,6 +92,17 @@ class ModelSpec(Strict):
     # embedded only: which layout the build makes. A local snapshot's architecture is read from its
     # config.json (core/snapshot.py), never from the profile.
     architecture: Literal[ARCHITECTURES] | None = None
+
+
+class Markers(Strict):
+    """The text protocol's markers (core/text_protocol.py): the thought's open and close, the answer marker after
+    the close, and the end of turn (None: what the snapshot's chat template writes after the assistant's content).
+    Each of think_open, think_close and end must be one token of the snapshot's tokenizer."""
+
+    think_open: str = THINK_OPEN
+    think_close: str = THINK_CLOSE
+    answer_marker: str = BOUNDARY.removeprefix(THINK_CLOSE)  # must hold a non-blank tag the parser finds
+    end: str | None = None
 
 
 class Compute(Strict):

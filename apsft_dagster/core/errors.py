@@ -112,3 +112,25 @@ class StoreOwnerError(ApsftError):
 
 class ClusterError(ApsftError):
     """The Ray cluster a run was told to use cannot be reached, or has no device for its workers."""
+
+
+class ExportError(ApsftError):
+    """`apsft export-arms` is refused: no sealed arms in the store, a non-empty --out, an unknown --format, or a
+    row its chat template cannot carry; nothing is written."""
+
+
+class CompareError(ApsftError):
+    """`apsft compare` is refused: a store that is not a finished experiment store (missing, not a store, no
+    analysis yet), or an --out that is not a folder; nothing is written."""
+
+
+class TraceImportError(ApsftError):
+    """`apsft import-traces` is refused: an unreadable file, a bad row or field (an unknown, sealed or inherited task, a
+    missing completion), more completions than the harvest's allowance, or a store that cannot take them; nothing
+    is written."""
+
+
+class TaskFileError(ApsftError):
+    """A task file (`tasks.source`) is refused: a malformed row or field, a duplicate id, a cell short of the
+    profile's count, or a checker that raises or judges its own answer wrong (by file, row and field); nothing is
+    written."""

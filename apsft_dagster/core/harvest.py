@@ -19,8 +19,9 @@ import polars as pl
 from apsft_dagster.core.config import Harvest
 from apsft_dagster.core.engines.base import Completion, GenerationEngine, GenerationRequest
 from apsft_dagster.core.loops import find_loop
-from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_answer, format_prompt, locate_spans, prompt_ids
+from apsft_dagster.core.protocol import format_answer
 from apsft_dagster.core.seeds import derive_seed
+from apsft_dagster.core.text_protocol import active
 
 TRACE_SCHEMA = {
     "trace_id": pl.String, "task_id": pl.String, "family": pl.String, "level": pl.Int64,
@@ -48,9 +49,10 @@ def batch_plan(cfg: Harvest) -> list[tuple[str, int]]:
 def harvest_task(engine: GenerationEngine, tokenizer, task: HarvestTask, cfg: Harvest,
                  experiment_seed: int) -> pl.DataFrame:
     """All trace rows of one task, deterministic given the engine, the config and the task id."""
-    prompt_text = format_prompt(task.prompt)
-    ids = prompt_ids(tokenizer, task.prompt)
-    close_id = tokenizer.convert_tokens_to_ids(THINK_CLOSE)
+    protocol = active()
+    prompt_text = protocol.format_prompt(task.prompt)
+    ids = protocol.prompt_ids(tokenizer, task.prompt)
+    close_id = tokenizer.convert_tokens_to_ids(protocol.think_close)
     rows: list[dict] = []
     for batch, n in batch_plan(cfg):
         if batch != "main" and sum(r["eligible"] for r in rows) >= cfg.min_eligible:
@@ -88,7 +90,9 @@ def _row(tokenizer, task: HarvestTask, prompt_text: str, batch: str, index: int,
     thought_ids = ids[:-1] if closed else ids
     thought = tokenizer.decode(list(thought_ids), skip_special_tokens=False)
     loop = _loop(ids, cfg)
-    record = len(locate_spans(tokenizer, prompt_text, thought, format_answer(task.answer), IM_END).input_ids)
+    protocol = active()
+    record = len(protocol.locate_spans(tokenizer, prompt_text, thought, format_answer(task.answer),
+                                       protocol.end).input_ids)
     return {
         "trace_id": f"{task.task_id}/{batch}/{index:03d}", "task_id": task.task_id, "family": task.family,
         "level": task.level, "batch": batch, "sample_index": index, "seed": seed,

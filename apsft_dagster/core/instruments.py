@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import torch
 
-from apsft_dagster.core.protocol import locate_spans
+from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.scoring import score_trace, score_traces
 
 Item = tuple[str, str, str]  # (formatted prompt, thought, answer with its leading space)
@@ -42,7 +42,7 @@ class BatchedInstrument:
 
     @torch.no_grad()
     def score(self, items: Sequence[Item]) -> list[dict]:
-        spans = [locate_spans(self.tokenizer, *item) for item in items]
+        spans = [active().locate_spans(self.tokenizer, *item) for item in items]
         out = []
         for start in range(0, len(spans), self.batch_size):
             out += self._batch(spans[start:start + self.batch_size])

@@ -14,7 +14,8 @@ from __future__ import annotations
 import polars as pl
 
 from apsft_dagster.core.errors import ParityError
-from apsft_dagster.core.protocol import format_answer, format_prompt
+from apsft_dagster.core.protocol import format_answer
+from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.scoring import with_gains
 from apsft_dagster.core.seeds import derive_seed
 
@@ -36,7 +37,7 @@ def score_calibration(instrument, chosen: pl.DataFrame, tasks: dict[str, tuple[s
     rows = []
     for r in chosen.iter_rows(named=True):
         prompt, answer = tasks[r["task_id"]]
-        x, y = format_prompt(prompt), format_answer(answer)
+        x, y = active().format_prompt(prompt), format_answer(answer)
         [empty, trace] = instrument.score([(x, "", y), (x, r["thought"], y)])
         rows.append(with_gains(trace, empty))
     return rows

@@ -5,7 +5,8 @@ from __future__ import annotations
 import polars as pl
 
 from apsft_dagster.core.balance import exactly_once
-from apsft_dagster.core.protocol import format_answer, format_prompt
+from apsft_dagster.core.protocol import format_answer
+from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.scoring import with_gains
 
 SCORE_COLUMNS = ("answer_logprob", "joint_logprob", "answer_mean", "joint_mean", "empty_answer_logprob",
@@ -18,7 +19,7 @@ SCORE_SCHEMA = {"trace_id": pl.String, "task_id": pl.String, "family": pl.String
 
 def score_task(instrument, prompt: str, answer: str, traces: pl.DataFrame) -> pl.DataFrame:
     """`traces`: the task's eligible trace rows; returns one scored row per trace, sorted by id."""
-    x, y = format_prompt(prompt), format_answer(answer)
+    x, y = active().format_prompt(prompt), format_answer(answer)
     rows = traces.sort("trace_id").to_dicts()
     [empty] = instrument.score([(x, "", y)])
     scored = instrument.score([(x, r["thought"], y) for r in rows])

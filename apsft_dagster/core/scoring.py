@@ -17,14 +17,14 @@ from collections.abc import Sequence
 
 import torch
 
-from apsft_dagster.core.protocol import locate_spans
+from apsft_dagster.core.text_protocol import active
 
 
 @torch.no_grad()
 def score_trace(model, tokenizer, prompt: str, thought: str, answer: str) -> dict:
     """Reference mode: batch of one, no padding. `prompt` is formatted (chat template + `<think>`),
     `answer` carries its leading space; `thought=""` gives the empty baseline. Sums are in nats."""
-    spans = locate_spans(tokenizer, prompt, thought, answer)
+    spans = active().locate_spans(tokenizer, prompt, thought, answer)
     ids = torch.tensor([spans.input_ids], device=model.device)
     first = spans.boundary.start  # first joint token; every joint token is predicted from its left
     positions = torch.arange(first - 1, ids.shape[1] - 1, device=model.device)
@@ -40,7 +40,7 @@ def score_traces(model, tokenizer, items: Sequence[tuple[str, str, str]], batch_
     computation as alone: right padding and no attention mask, so under the causal mask and the
     causal convolutions and recurrences of the linear-attention layers a record's tokens never
     see its padding, which only follows them. Results in item order."""
-    spans = [locate_spans(tokenizer, *item) for item in items]
+    spans = [active().locate_spans(tokenizer, *item) for item in items]
     out: list[dict | None] = [None] * len(spans)
     for batch in batches_by_length([len(s.input_ids) for s in spans], batch_tokens):
         for i, result in zip(batch, _score_batch(model, tokenizer, [spans[i] for i in batch])):

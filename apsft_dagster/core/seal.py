@@ -4,7 +4,8 @@
 its receipt and its bank index, task scope (the index covers exactly the train tasks, every row
 of a shard belongs to its task), unique trace ids, and the joins raw(eligible) = score = R1.
 `seal_document` binds the three index digests (each index lists its shards' keys), the keys it
-covers (each bank's distinct settings: core/bank_keys.py), the eligible set, the config digest, the
+covers (each bank's distinct settings: core/bank_keys.py), the eligible set, the config digest (and, by name,
+the task file `tasks.source` with its SHA-256 where the tasks come from one), the
 base model fingerprint, the SHA-256 of the code that selects and trains, and the classified
 amendment log. A shard without a key, with a key its index does not record, or made under other
 settings than this config's (and no amendment covering them) is a problem: nothing is sealed. It
@@ -32,13 +33,14 @@ from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, S
 from apsft_dagster.core.layout import (AMENDMENT_LOG, BASE_MODEL_REPORT, EVIDENCE_SEAL, R1_BANK, SCORE_BANK,
                                        TRACE_BANK, index_file, key_file, shard_file)
 from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import train_task_ids
 
 FORMAT = "apsft-evidence-seal/1"
 BANKS = (TRACE_BANK, SCORE_BANK, R1_BANK)
 # The code that selects and trains, relative to core/: the selection package (the arm table, its
 # rules, the assignment, the SFT datasets), the policy keys, the text protocol, the seeds, training.
-SEALED_CODE = ("selection/*.py", "policies.py", "protocol.py", "seeds.py", "training*.py", "training/**/*.py")
+SEALED_CODE = ("selection/*.py", "policies.py", "protocol.py", "text_protocol.py", "seeds.py", "training*.py",
+               "training/**/*.py")
 _CORE = Path(__file__).resolve().parent
 _COLUMNS = {TRACE_BANK: ["trace_id", "task_id", "eligible"], SCORE_BANK: ["trace_id", "task_id"],
             R1_BANK: ["trace_id", "task_id"]}
@@ -128,7 +130,13 @@ def seal_document(store: Store, config: Config, facts: dict) -> dict:
     return {"format": FORMAT, "profile": config.sealed_profile, "config_digest": config.sealed_digest,
             "base_model_fingerprint": base["fingerprint"], "code": code_digests(), **facts,
             "amendments": {"log_sha256": store.verify(AMENDMENT_LOG) if log else None, "records": log},
-            **({"anchor_sha256": anchor["sha256"]} if anchor else {})}
+            **({"anchor_sha256": anchor["sha256"]} if anchor else {}), **task_source(config)}
+
+
+def task_source(config: Config) -> dict:
+    """The task file by name, where the tasks come from one (its digest is also in the config digest)."""
+    tasks = config.registered.tasks
+    return {"task_source": {"path": tasks.source, "sha256": tasks.source_sha256}} if tasks.source else {}
 
 
 def seal(store: Store, config: Config) -> tuple[dict, str]:

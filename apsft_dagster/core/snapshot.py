@@ -1,9 +1,10 @@
 """What a model snapshot is, read from its own files: architecture, layer types, chat template.
 
-No profile says which architecture it runs: `full` pointed at a Qwen3 snapshot works as it does
-at Qwen3.5's. Everything that depends on the architecture is read here (or, for the LoRA targets
-and pair count, from the model as `AutoModelForCausalLM` loads it: core/training/lora.py) and
-checked against the snapshot before a stage relies on it.
+No profile says which architecture it runs: `full` pointed at a Qwen3, Llama, Gemma 3 or Mistral
+snapshot works as it does at Qwen3.5's. Everything that depends on the architecture is read here
+(the text protocol from the chat template: core/text_protocol.py; the LoRA targets and pair count
+from the model as `AutoModelForCausalLM` loads it: core/training/lora.py) and checked against the
+snapshot before a stage relies on it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,8 @@ from collections import Counter
 from pathlib import Path
 
 from apsft_dagster.core.errors import ModelDirectoryError
-from apsft_dagster.core.protocol import THINK_OPEN, format_prompt
 
-LAYER_TYPES = ("full_attention", "linear_attention")
-PROBE = "What is 2 + 3?"
+LAYER_TYPES = ("full_attention", "linear_attention", "sliding_attention")  # sliding: Gemma 3, Mistral
 
 
 def text_config(config: dict) -> dict:
@@ -29,8 +28,9 @@ def has_linear_attention_layers(config: dict) -> bool:
     return "linear_attention" in (text_config(config).get("layer_types") or [])
 
 
-def describe_snapshot(path: str | Path) -> dict:
-    """Architecture, model types, layer types and tower of the snapshot's config.json."""
+def describe_snapshot(path: str | Path, markers=None) -> dict:
+    """Architecture, model types, layer types and tower of the snapshot's config.json; its chat template
+    checked against the protocol with the profile's `markers` (None: the defaults)."""
     root = Path(path)
     config = json.loads((root / "config.json").read_text())
     text = text_config(config)
@@ -43,43 +43,33 @@ def describe_snapshot(path: str | Path) -> dict:
             "text_model_type": text.get("model_type", config.get("model_type")),
             "layer_types": dict(sorted(Counter(layers).items())), "vision_tower": "vision_config" in config,
             "tie_word_embeddings": bool(text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))),
-            "chat_template": check_chat_template(root)}
+            "chat_template": check_chat_template(root, markers)}
 
 
-def require_lora_targets(description: dict, target_modules: dict[str, list[str]], where: str) -> list[str]:
-    """The `training.target_modules` entry for this snapshot's architecture (the text model's type,
-    as training keys it), checked when the base model is registered rather than hours later at
-    training; ModelDirectoryError naming the entry to add otherwise."""
+def lora_targets(description: dict, target_modules: dict[str, list[str]]) -> str:
+    """What training will adapt in this snapshot, said when the base model is registered: the profile's
+    `training.target_modules` entry for its architecture (the text model's type, as training keys it), or
+    every linear projection of the decoder blocks, found in the loaded model's module tree
+    (core/training/lora.py `target_modules`, which also checks an entry against the model)."""
     from apsft_dagster.core.training.lora import architecture_key
 
     arch = architecture_key(description["text_model_type"] or "")
-    if arch not in target_modules:
-        raise ModelDirectoryError(f"{where}: a {description['architectures'] or description['model_type']} snapshot "
-                                  f"(model_type {arch!r}), but training.target_modules has entries for "
-                                  f"{sorted(target_modules)} only; add {arch}: [its decoder blocks' linear "
-                                  "projections]")
-    return target_modules[arch]
+    if arch in target_modules:
+        return f"training.target_modules.{arch}: {target_modules[arch]}"
+    return "every linear projection of the decoder blocks (derived from the module tree)"
 
 
-def check_chat_template(path: str | Path) -> str:
-    """The snapshot's chat template must open a user turn as the protocol does (`format_prompt`):
-    its generation prompt is x itself (Qwen3.5 opens the thinking turn) or x without the `<think>`
-    line (Qwen3 leaves it to the model, and the protocol writes it). Returns which; raises naming
-    the file and both texts otherwise."""
+def check_chat_template(path: str | Path, markers=None) -> str:
+    """The snapshot's chat template must hold the protocol (core/text_protocol.py `derive`: the user's words
+    verbatim, a generation prompt that leaves the thought to the model, an end of turn, each marker one token
+    of the tokenizer). Returns whether the template opens the thinking turn itself (Qwen3.5) or leaves it to
+    the protocol (Qwen3, Llama); ModelDirectoryError naming the snapshot and what its template cannot hold."""
     from transformers import AutoTokenizer
 
+    from apsft_dagster.core.config import Markers
+    from apsft_dagster.core.text_protocol import derive
+
     root = Path(path)
-    tokenizer = AutoTokenizer.from_pretrained(root)
-    if not tokenizer.chat_template:
-        raise ModelDirectoryError(f"{root}: no chat template (chat_template.jinja or tokenizer_config.json's "
-                                  "chat_template); the protocol's prompt is checked against it")
-    rendered = tokenizer.apply_chat_template([{"role": "user", "content": PROBE}], tokenize=False,
-                                             add_generation_prompt=True)
-    expected = format_prompt(PROBE)
-    if rendered == expected:
-        return "opens the thinking turn"
-    if rendered + f"{THINK_OPEN}\n" == expected:
-        return "leaves the thinking turn to the model (the protocol opens it)"
-    raise ModelDirectoryError(f"{root}: the chat template renders a user turn as {rendered!r}; the protocol "
-                              f"(core/protocol.py format_prompt) writes {expected!r}. This snapshot's chat format "
-                              "differs from Qwen's: the experiment's prompts would not be what the model expects")
+    protocol = derive(AutoTokenizer.from_pretrained(root), markers or Markers(), str(root))
+    return ("opens the thinking turn" if protocol.template_opens
+            else "leaves the thinking turn to the model (the protocol opens it)")

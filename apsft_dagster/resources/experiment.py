@@ -12,6 +12,7 @@ from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.object_store import open_store
 from apsft_dagster.core.store import Store
+from apsft_dagster.core.text_protocol import for_config
 
 
 class ExperimentResource(dg.ConfigurableResource):
@@ -47,6 +48,7 @@ class ExperimentResource(dg.ConfigurableResource):
                     f"config {config.digest} ({config.profile}), but the definitions were built from "
                     f"{self.definitions_digest}: partitions and resources would disagree. Choose the profile "
                     "with APSFT_PROFILE / APSFT_CONFIG (or apsft run --profile) before the definitions load")
+            for_config(config)  # this process's text protocol: the snapshot's template and the profile's markers
             self._config = config
         return self._config
 

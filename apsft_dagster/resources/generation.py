@@ -11,7 +11,7 @@ from apsft_dagster.core.engines.base import GenerationEngine
 from apsft_dagster.core.engines.lifetime import load_generation_engine, preflight
 from apsft_dagster.core.engines.memory import free_memory
 from apsft_dagster.core.base_model import base_model_path
-from apsft_dagster.core.protocol import STOP_TOKENS
+from apsft_dagster.core.text_protocol import for_config
 from apsft_dagster.resources.experiment import ExperimentResource
 
 
@@ -39,7 +39,8 @@ class GenerationResource(dg.ConfigurableResource):
             return self._resident[1]
         self.release()
         preflight(config, "generation")
-        engine = load_generation_engine(path, config.harvest.backend, config.compute, STOP_TOKENS, config.vllm)
+        engine = load_generation_engine(path, config.harvest.backend, config.compute, for_config(config).stop,
+                                        config.vllm)
         self._resident = (path, engine)
         return engine
 

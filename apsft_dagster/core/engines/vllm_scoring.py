@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from apsft_dagster.core.config import Compute, Vllm
 from apsft_dagster.core.engines.vllm_engine import llm_arguments, release_vllm_memory, snapshot_vocab, start_llm
 from apsft_dagster.core.engines.vllm_memory import scoring_token_cap
-from apsft_dagster.core.protocol import Spans, locate_spans
+from apsft_dagster.core.protocol import Spans
+from apsft_dagster.core.text_protocol import active
 
 # One prompt pass, no sampling that matters; `prompt_logprobs=1` still returns every prompt token's own logprob.
 SCORING_PARAMS = {"max_tokens": 1, "temperature": 0.0, "prompt_logprobs": 1}
@@ -41,7 +42,7 @@ class VllmInstrument:
         from vllm import SamplingParams
         from vllm.inputs import TokensPrompt
 
-        spans = [locate_spans(self.tokenizer, *item) for item in items]
+        spans = [active().locate_spans(self.tokenizer, *item) for item in items]
         prompts = [TokensPrompt(prompt_token_ids=s.input_ids) for s in spans]
         outputs = self.llm.generate(prompts, SamplingParams(**SCORING_PARAMS), use_tqdm=False)
         return [prompt_logprob_sums(output.prompt_logprobs, s) for s, output in zip(spans, outputs)]

@@ -21,7 +21,7 @@ import polars as pl
 
 from apsft_dagster.core.config import Sampling
 from apsft_dagster.core.engines.base import GenerationRequest
-from apsft_dagster.core.protocol import IM_END, prompt_ids
+from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.splits import STAGE_A_SPLITS, STAGE_B_SPLITS
 from apsft_dagster.core.engines.base import GREEDY
 
@@ -65,7 +65,7 @@ def engine_identity(engine) -> str:
 def generation_key(model_fingerprint: str, digests: dict[str, str], prompt_ids: list[int], max_tokens: int,
                    engine: str, sampling: Sampling = GREEDY, n: int = 1, seed: int = 0) -> str:
     body = {"model": model_fingerprint, **digests, "prompt_ids": prompt_ids, "sampling": sampling.model_dump(),
-            "max_tokens": max_tokens, "engine": engine, "stop": IM_END}
+            "max_tokens": max_tokens, "engine": engine, "stop": active().end}
     if sampling != GREEDY:  # greedy keys predate sampled ones and stay as they were
         body |= {"n": n, "seed": seed}
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
@@ -82,9 +82,9 @@ def generate_policy(engine, tasks: pl.DataFrame, model_fingerprint: str, model_d
         raise ValueError("greedy generation takes one sample per task")
     seeds = seeds if seeds is not None else [0] * tasks.height
     tok = engine.tokenizer
-    end = tok.convert_tokens_to_ids(IM_END)
+    end = tok.convert_tokens_to_ids(active().end)
     digests, identity = tokenizer_digests(model_dir), engine_identity(engine)
-    prompts = [prompt_ids(tok, p) for p in tasks["prompt"]]
+    prompts = [active().prompt_ids(tok, p) for p in tasks["prompt"]]
     keys = [generation_key(model_fingerprint, digests, list(ids), max_tokens, identity, sampling, n, seed)
             for ids, seed in zip(prompts, seeds)]
     cached: dict[str, dict[int, dict]] = {}  # key -> sample -> row (two tasks with one prompt share a key)

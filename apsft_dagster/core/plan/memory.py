@@ -86,10 +86,11 @@ def vision_params(config: dict) -> int:
     return patch + v["num_position_embeddings"] * h + v["depth"] * block + merger
 
 
-def lora_params(config: dict, targets: list[str], rank: int) -> int:
+def lora_params(config: dict, targets: list[str] | None, rank: int) -> int:
+    """The LoRA parameters on `targets` (None: every linear projection, as training derives them)."""
     text = text_config(config)
     return sum(rank * (a + b) for kind in layer_kinds(text)
-               for name, (a, b) in layer_linears(text, kind).items() if name in targets)
+               for name, (a, b) in layer_linears(text, kind).items() if targets is None or name in targets)
 
 
 def model_config(config) -> tuple[dict | None, str]:
@@ -140,7 +141,7 @@ def training_row(config, model: dict, total: int) -> dict:
     nf4 = config.compute.quantization == "nf4"
     linear, rest = linear_params(text), text_params(model) - linear_params(text)
     weights = int(linear * NF4_BYTES) + rest * width if nf4 else (linear + rest) * width
-    targets = t.target_modules.get(architecture_key(text.get("model_type") or model.get("model_type") or ""), [])
+    targets = t.target_modules.get(architecture_key(text.get("model_type") or model.get("model_type") or ""))
     lora = lora_params(model, targets, t.lora.rank) * LORA_STATE_BYTES
     tokens, h, layers = min(t.max_length, config.harvest.record_limit), text["hidden_size"], len(layer_kinds(text))
     one_layer = tokens * (3 * text["intermediate_size"] + 8 * h) * width

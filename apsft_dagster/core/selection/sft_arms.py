@@ -17,11 +17,11 @@ import polars as pl
 from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cell
 from apsft_dagster.core.config import Config, Split
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_file, shard_file
-from apsft_dagster.core.protocol import format_record
 from apsft_dagster.core.selection.rules import ROWS_PER_TASK, select_arms
 from apsft_dagster.core.selection.arms import ARMS, arms_with
 from apsft_dagster.core.store import Store, jsonl_gz_bytes, sha256_bytes
-from apsft_dagster.core.tasks.catalog import train_task_ids
+from apsft_dagster.core.task_file.source import train_task_ids
+from apsft_dagster.core.text_protocol import active
 
 TEXT_COLUMNS = ("prompt", "thought", "answer")  # in the JSONL, not in the provenance Parquet
 
@@ -43,7 +43,7 @@ def load_candidates(store: Store, task_ids: list[str]) -> pl.DataFrame:
 def with_records(frame: pl.DataFrame, catalog: pl.DataFrame, tokenizer, max_length: int) -> pl.DataFrame:
     """Attach the target task's prompt and answer and count the record's tokens."""
     rows = frame.join(catalog.select("task_id", "prompt", "answer"), on="task_id", how="left", maintain_order="left")
-    records = [format_record(p, t, a) for p, t, a in rows.select("prompt", "thought", "answer").iter_rows()]
+    records = [active().format_record(p, t, a) for p, t, a in rows.select("prompt", "thought", "answer").iter_rows()]
     lengths = [len(ids) for ids in tokenizer(records, add_special_tokens=False)["input_ids"]] if records else []
     return rows.with_columns(pl.Series("n_record_tokens", lengths, dtype=pl.Int64),
                              pl.Series("n_forward_tokens", [min(n, max_length) for n in lengths], dtype=pl.Int64),

@@ -1,12 +1,12 @@
 """LoRA on every linear projection of the decoder blocks: targets checked, pairs counted, saved exactly.
 
-The targets come from the config per architecture (`training.target_modules[model_type]`) and are
-checked against the loaded model: every listed name must be a linear module of the decoder
-blocks and every linear module of the decoder blocks must be listed. The expected number of LoRA
-pairs is the number of such modules, computed from the model, asserted after the adapter is made
-and again at merge. Adapters are written by this module (safetensors with sorted keys and a
-sorted-key JSON config), so equal weights give equal bytes wherever the store lives. torch is
-imported where it is used: reading the constants here costs nothing.
+The targets come from the loaded model's module tree: every linear projection of the decoder blocks
+(attention and MLP); a profile's `training.target_modules[model_type]` overrides them, each name
+checked to be a linear module of the decoder blocks. The expected number of LoRA pairs is counted
+from the model, asserted after the adapter is made and again at merge. Adapters are written by this
+module (safetensors with sorted keys and a sorted-key JSON config), so equal weights give equal
+bytes wherever the store lives. torch is imported where it is used: reading the constants here
+costs nothing.
 """
 
 from __future__ import annotations
@@ -46,22 +46,24 @@ def decoder_linears(model) -> dict[str, str]:
 
 
 def target_modules(model, training: Training) -> tuple[list[str], int]:
-    """(the configured targets for this model, the expected number of LoRA pairs); TrainingError
-    naming the architecture and the names when the config and the model disagree."""
-    arch = architecture(model)
-    if arch not in training.target_modules:
-        raise TrainingError(f"training.target_modules has no entry for model_type {arch!r} (known: "
-                            f"{sorted(training.target_modules)}); list its decoder blocks' linear projections")
-    wanted = set(training.target_modules[arch])
+    """(the LoRA targets for this model, the expected number of LoRA pairs).
+
+    Derived from the module tree: every linear projection of the decoder blocks, attention and MLP. A mixture
+    of experts whose experts are fused 3-D tensors (transformers 5's Qwen3-MoE) has none in its experts: its
+    attention is adapted and its experts stay frozen (docs/architectures.md). A `training.target_modules`
+    entry for this model_type overrides the derived list; TrainingError naming any name it lists that is not
+    a linear projection of the decoder blocks."""
     linears = decoder_linears(model)
     present = set(linears.values())
+    arch = architecture(model)
+    if arch not in training.target_modules:
+        return sorted(present), len(linears)
+    wanted = set(training.target_modules[arch])
     if wanted - present:
         raise TrainingError(f"training.target_modules.{arch}: {sorted(wanted - present)} are not linear modules of "
-                            f"this model's decoder blocks (they have {sorted(present)})")
-    if present - wanted:
-        raise TrainingError(f"training.target_modules.{arch}: the decoder blocks' linear projections "
-                            f"{sorted(present - wanted)} are not listed; every one must be adapted")
-    return sorted(wanted), len(linears)
+                            f"this model's decoder blocks (they have {sorted(present)}); remove the entry to adapt "
+                            "every one")
+    return sorted(wanted), sum(1 for leaf in linears.values() if leaf in wanted)
 
 
 @contextmanager

@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from apsft_dagster.core.config import LossWeights
-from apsft_dagster.core.protocol import IM_END, locate_spans
+from apsft_dagster.core.text_protocol import active
 
 DEFAULT_WEIGHTS = LossWeights(prompt=0.0, thought=0.5, answer=1.0)
 # Loss segments: what each token's weight comes from. The end of turn counts as answer.
@@ -33,15 +33,18 @@ PROMPT, THOUGHT, ANSWER = 0, 1, 2
 SEGMENT_NAMES = ("prompt", "thought", "boundary_answer")
 
 
-def token_segments(tokenizer, prompt: str, thought: str, answer: str, end: str = IM_END) -> tuple[list[int], list[int]]:
-    """(input_ids, loss segment of each token) of the whole record, tokenized once."""
-    spans = locate_spans(tokenizer, prompt, thought, answer, end)
+def token_segments(tokenizer, prompt: str, thought: str, answer: str,
+                   end: str | None = None) -> tuple[list[int], list[int]]:
+    """(input_ids, loss segment of each token) of the whole record, tokenized once; `end`: the protocol's end of
+    turn unless given."""
+    protocol = active()
+    spans = protocol.locate_spans(tokenizer, prompt, thought, answer, protocol.end if end is None else end)
     segments = ([PROMPT] * len(spans.prompt) + [THOUGHT] * len(spans.thought)
                 + [ANSWER] * (len(spans.boundary) + len(spans.answer) + len(spans.end)))
     return spans.input_ids, segments
 
 
-def token_weights(tokenizer, prompt: str, thought: str, answer: str, end: str = IM_END, *,
+def token_weights(tokenizer, prompt: str, thought: str, answer: str, end: str | None = None, *,
                   loss_weights: LossWeights = DEFAULT_WEIGHTS) -> tuple[list[int], list[float]]:
     """(input_ids, weight of predicting each token): 0.0 prompt, 0.5 thought, 1.0 boundary/answer/end.
 

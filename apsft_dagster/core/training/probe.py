@@ -3,7 +3,8 @@ differently from the base under greedy decoding, or it is not evaluated.
 
 Probe prompts come from their own seed space (`seeds.probe_tasks`) over the train families and
 levels, and any prompt that equals a catalog prompt (train or eval) is skipped: the probe never
-sees an evaluation task.
+sees an evaluation task. A task file gives its own where it holds probe rows or families of its own
+(core/task_file/probe.py; no catalog prompt either, checked when the file is read).
 """
 
 from __future__ import annotations
@@ -12,11 +13,14 @@ from collections.abc import Collection
 
 from apsft_dagster.core.config import Config
 from apsft_dagster.core.engines.base import GREEDY, GenerationRequest
-from apsft_dagster.core.protocol import prompt_ids
+from apsft_dagster.core.task_file.source import probe_prompts as file_probe_prompts
+from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.tasks import generate
 
 
 def probe_prompts(config: Config, catalog_prompts: Collection[str]) -> list[str]:
+    if (filed := file_probe_prompts(config)) is not None:
+        return filed
     split, n = config.tasks.train, config.probe.prompts
     cells = [(f, lv) for f in split.families for lv in split.levels]
     prompts, index = [], 0
@@ -30,7 +34,7 @@ def probe_prompts(config: Config, catalog_prompts: Collection[str]) -> list[str]
 
 
 def greedy_outputs(engine, prompts: list[str], max_tokens: int) -> list[list[int]]:
-    requests = [GenerationRequest(prompt_ids(engine.tokenizer, p), 1, max_tokens, 0) for p in prompts]
+    requests = [GenerationRequest(active().prompt_ids(engine.tokenizer, p), 1, max_tokens, 0) for p in prompts]
     return [list(samples[0].token_ids) for samples in engine.generate(requests, GREEDY)]
 
 

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from apsft_dagster.core.config import Training
 from apsft_dagster.core.errors import TrainingError
-from apsft_dagster.core.protocol import format_answer, format_prompt
+from apsft_dagster.core.protocol import format_answer
+from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.seeds import derive_seed
 from apsft_dagster.core.training.loss import token_segments
 
@@ -39,7 +40,7 @@ def encode_rows(rows: list[dict], tokenizer, training: Training) -> list[Example
     by_segment = (training.loss_weights.prompt, training.loss_weights.thought, training.loss_weights.answer)
     examples = []
     for i, row in enumerate(rows):
-        ids, segments = token_segments(tokenizer, format_prompt(row["prompt"]), row["thought"],
+        ids, segments = token_segments(tokenizer, active().format_prompt(row["prompt"]), row["thought"],
                                        format_answer(row["answer"]))
         cut = len(ids) > training.max_length
         ids, segments = ids[:training.max_length], segments[:training.max_length]

@@ -9,8 +9,9 @@ from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.embedded.cache import embedded_model
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
-from apsft_dagster.core.base_model import inspect_model_dir
-from apsft_dagster.core.snapshot import describe_snapshot, require_lora_targets
+from apsft_dagster.core.base_model import inspect_model_dir, load_tokenizer
+from apsft_dagster.core.text_protocol import for_config, require_prompts
+from apsft_dagster.core.snapshot import describe_snapshot, lora_targets
 from apsft_dagster.resources import ExperimentResource
 
 
@@ -22,7 +23,10 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
     config = experiment.config()
     store = experiment.store()
     if config.model.source == "local":
-        found = inspect_model_dir(local_model_dir(config.model.path))
+        found = inspect_model_dir(local_model_dir(config.model.path), config.protocol)
+        catalog = store.get_parquet(TASK_CATALOG)
+        require_prompts(for_config(config), load_tokenizer(config, store), dict(zip(catalog["task_id"],
+                                                                                     catalog["prompt"])))
         report = {"source": "local", "name": config.model.name, "revision": config.model.revision,
                   "path": config.model.path, "model_type": found["model_type"], "snapshot": found["snapshot"],
                   "fingerprint": found["fingerprint"], "files": len(found["files"])}
@@ -36,11 +40,11 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
         fingerprint = store.put_dir(BASE_MODEL_DIR, fill)
         report = {"source": "embedded", "name": config.model.name, "path": BASE_MODEL_DIR,
                   "snapshot": describe_snapshot(store.path(BASE_MODEL_DIR)), "fingerprint": fingerprint, **built}
-    require_lora_targets(report["snapshot"], config.training.target_modules, str(report["path"]))
     report["config_digest"] = config.sealed_digest  # a rehearsal's Stage A is its registered one's
     cache = {k: report.pop(k) for k in ("cache", "cache_key") if k in report}  # how, not what: kept out of the file
     store.put_json(BASE_MODEL_REPORT, report)
     context.log.info(f"base model {report['name']}: fingerprint {report['fingerprint']}")
     shown = {k: v for k, v in report.items() if k != "snapshot"}
-    shown.update({f"snapshot_{k}": v for k, v in report["snapshot"].items()}, **cache)
+    shown.update({f"snapshot_{k}": v for k, v in report["snapshot"].items()}, **cache,
+                 lora_targets=lora_targets(report["snapshot"], config.training.target_modules))
     return dg.MaterializeResult(metadata=shown, data_version=dg.DataVersion(report["fingerprint"]))
