@@ -120,6 +120,7 @@ def test_a_copy_with_another_config_and_other_evaluations(store_a, tmp_path):
     assert stores["config digest"]["B"] == digest == hashlib.sha256(canonical_json(
         b.get_json(DESIGN_ANCHOR)["config"])).hexdigest()
     assert stores["config fields from"]["B"] == "its design anchor"
+    assert stores["config fields from"]["A"].startswith("evidence_seal_config.json")  # the run kept the body
 
     (acc_a, n), (acc_b, _) = _accuracy(store_a, _policy(CHANGED_ARM)), _accuracy(b.root, _policy(CHANGED_ARM))
     assert acc_b - acc_a == pytest.approx(1 / n)

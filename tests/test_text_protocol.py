@@ -132,3 +132,19 @@ def test_other_layouts_load_train_and_merge_through_the_projects_own_code(name, 
         expected = peft_model.merge_and_unload()(input_ids=ids[None]).logits
         merged = AutoModelForCausalLM.from_pretrained(tmp_path / "merged")(input_ids=ids[None]).logits
     assert torch.allclose(merged, expected, atol=1e-5)
+
+
+def test_doctor_reads_the_protocol_from_the_snapshot_with_the_profiles_markers(tmp_path):
+    from apsft_dagster.core.config import load_config
+    from apsft_dagster.core.doctor.check import FAILS, OK
+    from apsft_dagster.core.doctor.profile_checks import protocol_check
+
+    train_tokenizer(FAMILIES["gemma3_text"], TEXTS, 300).save_pretrained(tmp_path)
+    config = load_config("smoke")
+    local = config.model.model_copy(update={"source": "local", "path": str(tmp_path), "architecture": None})
+    plain = config.model_copy(update={"model": local, "embedded": None})  # Qwen's markers: <think> is no token
+    failed = protocol_check(plain, tmp_path)
+    assert failed.status == FAILS and "protocol.think_open '<think>' is not one token" in failed.why
+    declared = plain.model_copy(update={"protocol": Markers(**FAMILIES["gemma3_text"].markers)})
+    passed = protocol_check(declared, tmp_path)
+    assert passed.status == OK and "'</reasoning>\\n\\nFinal answer:'" in passed.why and "'<end_of_turn>'" in passed.why

@@ -141,7 +141,7 @@ def test_a_checkpoint_of_another_training_is_discarded_not_resumed(tmp_path):
     assert any("belongs to another training" in m for m in logs)
 
 
-def test_targets_must_match_the_models_decoder_projections(tmp_path):
+def test_a_profiles_targets_override_the_derived_ones_and_must_be_decoder_projections(tmp_path):
     from transformers import AutoModelForCausalLM
 
     from apsft_dagster.core.training.lora import target_modules
@@ -149,10 +149,10 @@ def test_targets_must_match_the_models_decoder_projections(tmp_path):
     model = AutoModelForCausalLM.from_pretrained(tiny_model(tmp_path / "b", 0, layers=2))
     training = load_config("smoke").training
     assert target_modules(model, training) == (sorted(training.target_modules["qwen3"]), 2 * 7)
-    missing = small_training(load_config("smoke"), target_modules={"qwen3": ["q_proj", "k_proj"]}).training
-    unlisted = r"\['down_proj', 'gate_proj', 'o_proj', 'up_proj', 'v_proj'\] are not listed"
-    with pytest.raises(TrainingError, match=unlisted):
-        target_modules(model, missing)
+    derived = small_training(load_config("smoke"), target_modules={}).training  # no entry: the module tree's
+    assert target_modules(model, derived) == (sorted(training.target_modules["qwen3"]), 2 * 7)
+    fewer = small_training(load_config("smoke"), target_modules={"qwen3": ["q_proj", "k_proj"]}).training
+    assert target_modules(model, fewer) == (["k_proj", "q_proj"], 2 * 2)  # an override: its modules, counted
     guessed = small_training(load_config("smoke"),
                              target_modules={"qwen3": [*training.target_modules["qwen3"], "in_proj_z"]})
     with pytest.raises(TrainingError, match=r"\['in_proj_z'\] are not linear modules"):

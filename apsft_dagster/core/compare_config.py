@@ -1,7 +1,8 @@
 """The config a finished store was run under, as dotted fields, and the fields two stores differ in (`apsft compare`).
 
-A store seals its config's digest (`evidence_seal.json`, docs/PROTOCOL.md §8), not the config itself; the fields
-come from the first of these that the store vouches for:
+A store seals its config's digest (`evidence_seal.json`, docs/PROTOCOL.md §8) and keeps the body behind it
+beside the seal (`evidence_seal_config.json`, read when its digest is the sealed one); a store sealed before
+that file existed gives the fields from the first of these that it vouches for:
 
 1. its design anchor (`apsft freeze`), which keeps the canonical body, when the anchor's digest is the sealed one;
 2. the profile it records (`store.json`, the seal's `profile`) as `configs/<profile>.yaml` reads now, when that
@@ -16,11 +17,14 @@ bank key name one value alike.
 
 from __future__ import annotations
 
+import hashlib
+
 from apsft_dagster.core.anchor import read_anchor
 from apsft_dagster.core.bank_keys import BANKS, flat
 from apsft_dagster.core.config import canonical_json, load_config
 from apsft_dagster.core.config_sections import LATE_FIELDS
 from apsft_dagster.core.errors import ConfigError
+from apsft_dagster.core.layout import SEALED_CONFIG
 from apsft_dagster.core.store import Store
 
 ABSENT = "(absent)"
@@ -53,6 +57,11 @@ def _from_bank_keys(seal: dict) -> dict[str, object] | None:
 def recorded_config(store: Store, seal: dict) -> dict:
     """{"digest", "profile", "source", "complete", "fields"} of the config the store's evidence was sealed under."""
     digest, profile = seal["config_digest"], seal["profile"]
+    if store.exists(SEALED_CONFIG):
+        body = store.get_json(SEALED_CONFIG)
+        if hashlib.sha256(canonical_json(body)).hexdigest() == digest:
+            return {"digest": digest, "profile": profile, "complete": True, "fields": _filled(body),
+                    "source": f"{SEALED_CONFIG} (the body of the sealed digest)"}
     anchor = read_anchor(store)
     if anchor is not None and anchor["config_digest"] == digest:
         return {"digest": digest, "profile": profile, "source": "its design anchor", "complete": True,

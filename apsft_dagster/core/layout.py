@@ -19,6 +19,7 @@ R1_BANK = "r1_labels"
 PARITY_GATE = "parity_gate.json"
 AMENDMENT_LOG = "amendments.jsonl"
 EVIDENCE_SEAL = "evidence_seal.json"
+SEALED_CONFIG = "evidence_seal_config.json"  # the config body whose digest the seal binds (`apsft compare` reads it)
 DESIGN_ANCHOR = "design_anchor.json"  # `apsft freeze`: the design before the harvest (core/anchor.py)
 REVIEW_LOG = "reviews.jsonl"  # the review points' pauses and resumes (core/review.py)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from apsft_dagster.core.config import Config
-from apsft_dagster.core.doctor.check import NOT_NEEDED, Check
+from apsft_dagster.core.doctor.check import FAILS, NOT_NEEDED, OK, Check
 from apsft_dagster.core.doctor.disk import ENV_BYTES, SNAPSHOT_BYTES, Need
 from apsft_dagster.core.doctor.host import check_host
 from apsft_dagster.core.doctor.snapshot import check_snapshot, weight_names
@@ -53,5 +53,24 @@ def check_profile(config: Config, *, store: Path | str | None = None, hashes: bo
     if config.model.source != "local":
         return checks + [Check(NOT_NEEDED, "snapshot", f"model.source {config.model.source}: the project's own "
                                                        "model, nothing to download")]
-    return checks + check_snapshot(local_model_dir(config.model.path), name=config.model.name,
-                                   revision=config.model.revision, root=PROJECT_ROOT, hashes=hashes)
+    folder = local_model_dir(config.model.path)
+    found = check_snapshot(folder, name=config.model.name, revision=config.model.revision, root=PROJECT_ROOT,
+                           hashes=hashes)
+    return checks + found + ([protocol_check(config, folder)] if (folder / "config.json").is_file() else [])
+
+
+def protocol_check(config: Config, folder: Path) -> Check:
+    """Whether the snapshot's chat template holds the text protocol with the profile's markers
+    (core/text_protocol.py), before a stage finds out."""
+    from apsft_dagster.core.config import Markers
+    from apsft_dagster.core.errors import ModelDirectoryError
+    from apsft_dagster.core.text_protocol import for_snapshot
+
+    try:
+        protocol = for_snapshot(str(folder), config.protocol or Markers())
+    except (ModelDirectoryError, OSError, ValueError) as exc:
+        return Check(FAILS, "text protocol", str(exc), "fix the snapshot's chat template or declare the markers it "
+                                                       "holds in the profile's `protocol` section "
+                                                       "(docs/architectures.md)")
+    return Check(OK, "text protocol", f"x ends {protocol.tail[-40:]!r}, boundary {protocol.boundary!r}, end of turn "
+                                      f"{protocol.end!r} ({protocol.source})")

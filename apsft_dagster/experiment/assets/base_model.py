@@ -10,6 +10,7 @@ from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.embedded.cache import embedded_model
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
 from apsft_dagster.core.base_model import inspect_model_dir, load_tokenizer
+from apsft_dagster.core.task_file.source import task_catalog as task_catalog_of
 from apsft_dagster.core.text_protocol import for_config, require_prompts
 from apsft_dagster.core.snapshot import describe_snapshot, lora_targets
 from apsft_dagster.resources import ExperimentResource
@@ -24,7 +25,7 @@ def base_model(context: dg.AssetExecutionContext, experiment: ExperimentResource
     store = experiment.store()
     if config.model.source == "local":
         found = inspect_model_dir(local_model_dir(config.model.path), config.protocol)
-        catalog = store.get_parquet(TASK_CATALOG)
+        catalog = task_catalog_of(config)  # every prompt of every split, as the task_catalog asset writes them
         require_prompts(for_config(config), load_tokenizer(config, store), dict(zip(catalog["task_id"],
                                                                                      catalog["prompt"])))
         report = {"source": "local", "name": config.model.name, "revision": config.model.revision,

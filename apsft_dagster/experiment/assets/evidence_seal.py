@@ -8,6 +8,7 @@ from apsft_dagster.assets.common import OWNERS, table_preview
 from apsft_dagster.experiment.assets.r1_labels import r1_labels_index
 from apsft_dagster.experiment.assets.score_bank import parity_gate, score_bank_index
 from apsft_dagster.experiment.assets.trace_bank import trace_bank_index
+from apsft_dagster.core.layout import SEALED_CONFIG
 from apsft_dagster.core.seal import seal
 from apsft_dagster.resources import ExperimentResource
 
@@ -16,8 +17,11 @@ from apsft_dagster.resources import ExperimentResource
           group_name="seal", kinds={"json"}, owners=OWNERS)
 def evidence_seal(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:
     """Fails closed (SealError listing every problem) when any shard, scope or join is wrong;
-    otherwise writes `evidence_seal.json`. Amendments appear classified, derived from evidence."""
-    doc, digest = seal(experiment.store(), experiment.config())
+    otherwise writes `evidence_seal.json` and, beside it, the config body whose digest it binds
+    (`evidence_seal_config.json`). Amendments appear classified, derived from evidence."""
+    store, config = experiment.store(), experiment.config()
+    doc, digest = seal(store, config)
+    store.put_json(SEALED_CONFIG, config.registered.digest_body)  # the fields behind the digest the seal binds
     records = doc["amendments"]["records"]
     context.log.info(f"sealed {doc['eligible']} eligible traces, {len(records)} amendments: {digest}")
     amendments = pl.DataFrame([{k: r[k] for k in ("seq", "date", "classification", "text")} for r in records],
