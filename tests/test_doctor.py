@@ -190,6 +190,14 @@ def test_the_disk_is_summed_per_filesystem_and_replication_only_warns(tmp_path):
     assert disk.DEFAULT_POLICIES == len(ARMS)
 
 
+def tokenizer_of(folder: Path) -> None:
+    """A tiny real tokenizer with Qwen3's chat template (core/families), saved as a snapshot holds it."""
+    from apsft_dagster.core.families.build import train_tokenizer
+    from apsft_dagster.core.families.templates import FAMILIES
+
+    train_tokenizer(FAMILIES["qwen3"], ["What is 2 + 3?", "2 + 3 = 5", "ANSWER: 5"] * 20, 280).save_pretrained(folder)
+
+
 def write_snapshot(folder: Path, revision: str = REVISION) -> Path:
     """Two safetensors shards, their index, config and tokenizer, each recorded by huggingface_hub's own
     `write_download_metadata` as `hf download --local-dir` records it (LFS etag: the sha256; a plain
@@ -206,10 +214,11 @@ def write_snapshot(folder: Path, revision: str = REVISION) -> Path:
                    f"layers.{i}.norm": np.ones(8, np.float16)}
         save_file(tensors, str(folder / name))
         weight_map.update(dict.fromkeys(tensors, name))
-    small = {"config.json": {"model_type": "qwen3_5"}, "tokenizer.json": {"model": {}}, "tokenizer_config.json": {},
+    small = {"config.json": {"model_type": "qwen3_5"},
              "model.safetensors.index.json": {"metadata": {}, "weight_map": weight_map}}
     for name, doc in small.items():
         (folder / name).write_text(json.dumps(doc))
+    tokenizer_of(folder)  # a real one: doctor reads the text protocol from its chat template
     for path in sorted(folder.iterdir()):
         data = path.read_bytes()
         etag = (hashlib.sha256(data).hexdigest() if path.suffix == ".safetensors"

@@ -51,18 +51,26 @@ OFF_PROTOCOL = {  # a template that cannot hold the protocol -> what the refusal
 }
 
 
-@pytest.mark.slow
+def tokenizer_folder(folder):
+    """A snapshot's tokenizer files alone (the template check reads no weights): Qwen's specials, Qwen3's template."""
+    from apsft_dagster.core.families.build import train_tokenizer
+    from apsft_dagster.core.families.templates import FAMILIES
+
+    train_tokenizer(FAMILIES["qwen3"], ["What is 2 + 3?", "2 + 3 = 5", "ANSWER: 5"] * 20, 280).save_pretrained(folder)
+    return folder
+
+
 @pytest.mark.parametrize("template", list(OFF_PROTOCOL), ids=["drops-words", "thinking-off", "no-end-of-turn"])
 def test_a_chat_template_off_the_protocol_is_refused_naming_the_snapshot(template, tmp_path):
-    snapshot = tiny_snapshot(tmp_path / "model", "qwen3_5", layers=2)
+    snapshot = tokenizer_folder(tmp_path / "model")
+    check_chat_template(snapshot)  # Qwen3's own template holds it
     (snapshot / "chat_template.jinja").write_text(template)
     with pytest.raises(ModelDirectoryError, match=rf"{snapshot}: the chat template.*{OFF_PROTOCOL[template]}"):
         check_chat_template(snapshot)
 
 
-@pytest.mark.slow
 def test_a_marker_the_tokenizer_does_not_hold_is_refused_by_name(tmp_path):
-    snapshot = tiny_snapshot(tmp_path / "model", "qwen3", layers=1)
+    snapshot = tokenizer_folder(tmp_path / "model")
     with pytest.raises(ModelDirectoryError, match=r"protocol.think_close '<end-thought>' is not one token"):
         check_chat_template(snapshot, Markers(think_close="<end-thought>"))
 
