@@ -90,9 +90,11 @@ def run_family(family: str) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("families", nargs="*", choices=[[], *FAMILIES], default=list(FAMILIES))
+    parser.add_argument("families", nargs="*", metavar="FAMILY", help=f"any of {', '.join(FAMILIES)} (default: all)")
     parser.add_argument("--build-only", action="store_true")
     args = parser.parse_args()
+    if unknown := sorted(set(args.families) - set(FAMILIES)):
+        parser.error(f"unknown families {unknown}: choose from {', '.join(FAMILIES)}")
     config = load_config("smoke")
     prompts = build_catalog(config)["prompt"].to_list()
     results_file = state_dir() / "families" / "results.json"
