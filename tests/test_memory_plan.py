@@ -56,6 +56,19 @@ def test_the_counts_equal_transformers_on_small_configs_of_both_layouts():
     assert vision_params(both) == counted(qwen35.model.visual)
 
 
+def test_a_mixture_of_experts_counts_its_fused_experts_but_adapts_only_its_attention():
+    from transformers import Qwen3MoeConfig, Qwen3MoeForCausalLM
+
+    moe = {**SMALL_TEXT, "num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 48}
+    with torch.device("meta"):
+        model = Qwen3MoeForCausalLM(Qwen3MoeConfig(**moe))
+    assert text_params(moe) == counted(model)
+    linears = [n for n, m in model.named_modules() if isinstance(m, torch.nn.Linear) and ".layers." in n]
+    assert sorted({n.rsplit(".", 1)[1] for n in linears}) == ["k_proj", "o_proj", "q_proj", "v_proj"]
+    attention = 4 * 8 * ((64 + 128) + (64 + 64) + (64 + 64) + (128 + 64))  # rank 8, four layers, by hand
+    assert lora_params(moe, None, 8) == attention
+
+
 def test_lora_targets_every_projection_named():
     """rank x (in + out) per target: by hand for the small Qwen3.5 text, targets q_proj and out_proj:
     one full-attention layer's q_proj 64 -> 128 (no output gate), three linear layers' out_proj 32 -> 64."""

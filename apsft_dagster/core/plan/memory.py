@@ -31,10 +31,18 @@ LORA_STATE_BYTES = 4 + 4 + 8  # float32 weight, gradient and Adam's two moments
 LOSS_BYTES = 2 + 4 + 4  # a loss chunk's bf16 logits, float32 log-softmax and its gradient
 
 
+def expert_params(text: dict) -> int:
+    """A mixture of experts' layer (Qwen3-MoE, as transformers 5 holds it): its fused expert tensors (gate, up and
+    down of each expert) and its router; 0 for a dense layer. No linear module among them: not LoRA targets."""
+    experts = text.get("num_experts") or text.get("num_local_experts") or 0
+    h, i = text["hidden_size"], text.get("moe_intermediate_size") or text["intermediate_size"]
+    return experts * (3 * h * i + h)
+
+
 def layer_linears(text: dict, kind: str) -> dict[str, tuple[int, int]]:
     """(in, out) of each linear projection of a decoder layer, by module name (LoRA's targets)."""
     h, i = text["hidden_size"], text["intermediate_size"]
-    mlp = {"gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+    mlp = {} if expert_params(text) else {"gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
     if kind == "linear_attention":
         kd = text["linear_num_key_heads"] * text["linear_key_head_dim"]
         nv = text["linear_num_value_heads"]
@@ -70,7 +78,7 @@ def text_params(config: dict) -> int:
     text = text_config(config)
     tied = text.get("tie_word_embeddings", config.get("tie_word_embeddings", False))
     embeddings = text["vocab_size"] * text["hidden_size"] * (1 if tied else 2)
-    small = sum(layer_small(text, kind) for kind in layer_kinds(text))
+    small = sum(layer_small(text, kind) + expert_params(text) for kind in layer_kinds(text))
     return embeddings + text["hidden_size"] + small + linear_params(text)
 
 
