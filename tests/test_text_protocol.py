@@ -148,3 +148,17 @@ def test_doctor_reads_the_protocol_from_the_snapshot_with_the_profiles_markers(t
     declared = plain.model_copy(update={"protocol": Markers(**FAMILIES["gemma3_text"].markers)})
     passed = protocol_check(declared, tmp_path)
     assert passed.status == OK and "'</reasoning>\\n\\nFinal answer:'" in passed.why and "'<end_of_turn>'" in passed.why
+
+
+def test_the_arms_export_as_messages_that_render_back_to_the_record_under_every_familys_template(family):
+    """Qwen3's template writes a thought block of its own around a reply without one: the messages still render
+    back to the trained record (the export refused every row of a Qwen3-style template before)."""
+    from apsft_dagster.core.arm_export.records import chat_messages
+
+    name, tokenizer, protocol = family
+    messages = chat_messages(tokenizer, protocol, PROMPT, THOUGHT, ANSWER, f"{name} row 0")
+    record = protocol.format_record(PROMPT, THOUGHT, ANSWER)
+    assert messages[0] == {"role": "user", "content": PROMPT}
+    assert tokenizer.apply_chat_template(messages, tokenize=False).startswith(record)
+    assert messages[1]["content"].startswith(protocol.think_open + "\n" + THOUGHT)
+    assert messages[1]["content"].endswith(protocol.think_close + protocol.answer_marker + " 15")

@@ -2,8 +2,8 @@
 record's tokens with the loss weight of each (docs/export-arms.md).
 
 The assistant turn is cut from the training record itself (the run's text protocol's `format_record`:
-core/text_protocol.py): whatever follows the header the base model's chat template writes before an
-assistant message, up to the protocol's end of turn.
+core/text_protocol.py): whatever follows what the base model's chat template writes before a reply, up to
+the protocol's end of turn.
 Rendered back through the same template, the messages must give the record (the template may add
 a newline after the end of turn); a row that does not is refused, so the messages never carry a
 text other than the one apsft trains on. The weights come from one call into the training loss
@@ -15,7 +15,7 @@ from __future__ import annotations
 from apsft_dagster.core.config import LossWeights
 from apsft_dagster.core.errors import ExportError
 from apsft_dagster.core.protocol import format_answer
-from apsft_dagster.core.text_protocol import TextProtocol
+from apsft_dagster.core.text_protocol import TextProtocol, render_user
 from apsft_dagster.core.training.loss import token_weights
 
 SENTINEL = "\x00apsft-assistant-turn\x00"  # stands in for the assistant content to find the template's header
@@ -28,21 +28,23 @@ def render(tokenizer, messages: list[dict]) -> str:
 
 def chat_messages(tokenizer, protocol: TextProtocol, prompt: str, thought: str, answer: str,
                   where: str) -> list[dict]:
-    """[user: the prompt, assistant: the record after the template's assistant header, end of turn excluded]."""
+    """[user: the prompt, assistant: the record after what the template writes before a reply, end of turn
+    excluded]. What precedes a reply is read from the template two ways: what it writes before an assistant
+    message's content as given (ChatML, Llama, Gemma, Mistral), and its generation prompt, for a template that
+    writes a thought block of its own around a reply that has none (Qwen3's); the first whose messages render
+    back to the record is taken."""
     record = protocol.format_record(prompt, thought, answer)
-    header = render(tokenizer, [{"role": "user", "content": prompt},
-                                {"role": "assistant", "content": SENTINEL}]).split(SENTINEL, 1)[0]
-    if not record.startswith(header):
-        raise ExportError(f"{where}: the base model's chat template writes {header[-60:]!r} before the assistant "
-                          "turn, which the training record does not hold, so no messages render to the record "
-                          "apsft trains on; refused, nothing written (the template and the protocol markers must "
-                          "agree: docs/export-arms.md)")
-    messages = [{"role": "user", "content": prompt},
-                {"role": "assistant", "content": record[len(header):len(record) - len(protocol.end)]}]
-    if not render(tokenizer, messages).startswith(record):
-        raise ExportError(f"{where}: the messages do not render back to the training record under the base "
-                          "model's chat template; refused, nothing written (docs/export-arms.md)")
-    return messages
+    user = [{"role": "user", "content": prompt}]
+    headers = (render(tokenizer, [*user, {"role": "assistant", "content": SENTINEL}]).split(SENTINEL, 1)[0],
+               render_user(tokenizer, prompt))
+    for header in dict.fromkeys(h for h in headers if record.startswith(h)):
+        messages = [*user, {"role": "assistant", "content": record[len(header):len(record) - len(protocol.end)]}]
+        if render(tokenizer, messages).startswith(record):
+            return messages
+    raise ExportError(f"{where}: the base model's chat template writes {headers[0][-60:]!r} before the assistant "
+                      "turn, and no assistant content renders back to the training record apsft trains on under "
+                      "it; refused, nothing written (the template and the protocol markers must agree: "
+                      "docs/export-arms.md)")
 
 
 def export_row(tokenizer, protocol: TextProtocol, row: dict, loss_weights: LossWeights, where: str) -> dict:
