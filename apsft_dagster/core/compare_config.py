@@ -17,11 +17,9 @@ bank key name one value alike.
 
 from __future__ import annotations
 
-import hashlib
-
 from apsft_dagster.core.anchor import read_anchor
 from apsft_dagster.core.bank_keys import BANKS, flat
-from apsft_dagster.core.config import canonical_json, load_config
+from apsft_dagster.core.config import body_digest, canonical_json, load_config
 from apsft_dagster.core.config_sections import LATE_FIELDS
 from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.layout import SEALED_CONFIG
@@ -59,7 +57,7 @@ def recorded_config(store: Store, seal: dict) -> dict:
     digest, profile = seal["config_digest"], seal["profile"]
     if store.exists(SEALED_CONFIG):
         body = store.get_json(SEALED_CONFIG)
-        if hashlib.sha256(canonical_json(body)).hexdigest() == digest:
+        if body_digest(body) == digest:
             return {"digest": digest, "profile": profile, "complete": True, "fields": _filled(body),
                     "source": f"{SEALED_CONFIG} (the body of the sealed digest)"}
     anchor = read_anchor(store)

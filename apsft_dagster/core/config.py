@@ -128,7 +128,7 @@ class Config(Strict):
     def digest(self) -> str:
         """SHA-256 of the canonical JSON form: the config's identity in the evidence seal (UNSEALED_SECTIONS,
         the sibling systems' sections, the plan's envelopes and the GPU's kernel choice, left out)."""
-        return hashlib.sha256(canonical_json(self.digest_body)).hexdigest()
+        return body_digest(self.digest_body)
 
     @property
     def digest_body(self) -> dict:
@@ -180,6 +180,11 @@ def _check_split(field: str, split: Split) -> None:
             f"{field}.total is {split.total} but {len(split.families)} families x "
             f"{len(split.levels)} levels x per_cell {split.per_cell} = {cells * split.per_cell}"
         )
+
+
+def body_digest(body: dict) -> str:
+    """The digest of a config body (`Config.digest_body`, or one a store kept): SHA-256 of its canonical JSON."""
+    return hashlib.sha256(canonical_json(body)).hexdigest()
 
 
 def canonical_json(obj: object) -> bytes:

@@ -10,6 +10,7 @@ import polars as pl
 from apsft_dagster.core.config import Rollouts
 from apsft_dagster.core.engines.base import GenerationEngine, GenerationRequest
 from apsft_dagster.core.seeds import derive_seed
+from apsft_dagster.core.task_file.checkers import correct
 from apsft_dagster.core.text_protocol import active
 
 R1_SCHEMA = {
@@ -38,5 +39,5 @@ def r1_rollouts(engine: GenerationEngine, prompt: str, answer: str, traces: pl.D
         out.append({"trace_id": r["trace_id"], "task_id": r["task_id"], "family": r["family"], "level": r["level"],
                     "seed": req.seed, "rollout_text": text, "finish_reason": completion.finish_reason,
                     "parsed_answer": parsed,
-                    "success": parsed == answer if check is None else parsed is not None and check(parsed)})
+                    "success": correct(parsed, answer, check)})
     return pl.DataFrame(out, schema=R1_SCHEMA)

@@ -16,6 +16,7 @@ import polars as pl
 
 from apsft_dagster.core.config import LoopThresholds
 from apsft_dagster.core.loops import find_loop
+from apsft_dagster.core.task_file.checkers import correct
 from apsft_dagster.core.text_protocol import active
 
 SCHEMA = {"policy": pl.String, "arm": pl.String, "seed": pl.Int64, "task_id": pl.String, "split": pl.String,
@@ -37,7 +38,7 @@ def parse_one(token_ids: list[int], tokenizer, close_id: int, canonical: str, lo
     return {"closed": closed, "thought_tokens": len(thought_ids), "text": text,
             "loop": find_loop(thought_ids, loop.min_repeats, loop.max_period, loop.min_span) is not None,
             "parsed": answer is not None, "answer": answer,
-            "correct": answer is not None and (answer == canonical if check is None else check(answer))}
+            "correct": correct(answer, canonical, check)}
 
 
 def _check(checks: Checks, task_id: str) -> Callable[[str], bool] | None:

@@ -81,6 +81,12 @@ def _entry_point(spec: str) -> Checker:
     return found
 
 
+def correct(parsed: str | None, canonical: str, check: Callable[[str], bool] | None = None) -> bool:
+    """Whether a parsed answer is right: the builders' exact comparison with the canonical answer, or a task
+    file's checker bound to its answer (core/task_file/source.py `answer_checks`); an unparsed one never is."""
+    return parsed is not None and (parsed == canonical if check is None else check(parsed))
+
+
 def judge(check: Checker, parsed: str, answer: str) -> bool:
     """The checker's verdict, which must be a bool (TypeError otherwise; whatever it raises goes through)."""
     verdict = check(parsed, answer)
