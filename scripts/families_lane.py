@@ -15,7 +15,6 @@ of pretraining once, then about 1.5 minutes per run on 2 cores)
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -26,8 +25,10 @@ import time
 from importlib import metadata
 
 from apsft_dagster.core.config import load_config
+from apsft_dagster.core.embedded.cache import LIBRARIES, code_digest
 from apsft_dagster.core.families.templates import FAMILIES
 from apsft_dagster.core.paths import PROJECT_ROOT, state_dir
+from apsft_dagster.core.store import fingerprint
 from apsft_dagster.core.tasks.catalog import build_catalog
 
 PROFILES = {"llama": "llama", "qwen3": "qwen3", "qwen3_moe": "qwen3_moe", "gemma3_text": "gemma3",
@@ -36,16 +37,10 @@ CODE = ("core/families", "core/embedded/build.py", "core/embedded/model.py", "co
 
 
 def build_key(config) -> str:
-    package = PROJECT_ROOT / "apsft_dagster"
-    files = sorted(p for part in CODE for p in ((package / part).rglob("*.py") if (package / part).is_dir()
-                                                else [package / part]))
-    digest = hashlib.sha256(json.dumps({"embedded": config.embedded.model_dump(mode="json"),
-                                        "seeds": config.seeds.model_dump(mode="json"),
-                                        "libraries": [metadata.version(n) for n in ("torch", "transformers",
-                                                                                      "tokenizers")]}).encode())
-    for path in files:
-        digest.update(path.relative_to(package).as_posix().encode() + path.read_bytes())
-    return digest.hexdigest()
+    """What a family snapshot's bytes depend on: the build code, smoke's model sections, the libraries."""
+    return fingerprint({"code": code_digest(CODE), "embedded": config.embedded.model_dump(mode="json"),
+                        "seeds": config.seeds.model_dump(mode="json"),
+                        "libraries": {name: metadata.version(name) for name in LIBRARIES}})
 
 
 def ensure_snapshot(family: str, config, catalog_prompts) -> dict:

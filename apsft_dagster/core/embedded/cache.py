@@ -38,10 +38,11 @@ NOT_BUILD_CODE = ("core/embedded/cache.py", "core/embedded/shipped.py")  # they 
 LIBRARIES = ("torch", "transformers", "tokenizers", "safetensors")
 
 
-def code_digest() -> str:
-    """SHA-256 over the build code's sources (relative path -> SHA-256)."""
+def code_digest(parts: tuple[str, ...] = BUILD_CODE) -> str:
+    """SHA-256 over the build code's sources (relative path -> SHA-256); `parts`: another build's (the families
+    lane's snapshots, scripts/families_lane.py)."""
     files = {}
-    for part in BUILD_CODE:
+    for part in parts:
         root = PACKAGE / part
         for path in sorted(root.rglob("*.py")) if root.is_dir() else [root]:
             if (name := path.relative_to(PACKAGE).as_posix()) not in NOT_BUILD_CODE:
