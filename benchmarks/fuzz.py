@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FILES = ["tests/test_fuzz_inputs.py", "tests/test_fuzz_names.py"]
+FILES = ["tests/test_fuzz_inputs.py", "tests/test_fuzz_names.py", "tests/test_run_report_import_errors.py"]
 
 
 def main(examples: int) -> int:

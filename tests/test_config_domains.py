@@ -195,6 +195,8 @@ COMMAND_LINES = {
     "export-arms": ["--format", "messages", "--out", "{dir}/arms"],
 }
 NO_PROFILE = {"compare"}  # two stores, each read as its own seal records it
+# a command's further actions, each refused the same way (command, its other arguments)
+MORE_LINES = [("rl-report", ["filter", "r1"])]
 
 
 def test_every_command_that_takes_a_profile_refuses_a_bad_one_before_writing(tmp_path, monkeypatch, capsys):
@@ -206,7 +208,7 @@ def test_every_command_that_takes_a_profile_refuses_a_bad_one_before_writing(tmp
     with _written("harvest.samples_per_task", -3) as path:
         for key, where in (("APSFT_STATE_DIR", "state"), ("APSFT_STORE_DIR", "store"), ("DAGSTER_HOME", "dagster")):
             monkeypatch.setenv(key, str(path.parent / where))
-        for command, extra in COMMAND_LINES.items():
+        for command, extra in [*COMMAND_LINES.items(), *MORE_LINES]:
             argv = [command, *[a.format(dir=tmp_path) for a in extra], "--config", str(path)]
             assert main(argv) == 2, argv
             assert "harvest.samples_per_task: Input should be greater than or equal to 1 (got -3)" in \

@@ -62,6 +62,24 @@ def test_the_sql_audit_counts_hacked_samples_by_step(reported):
     assert [share for *_, share in rows] == pytest.approx([h / n for h, n in HACKED.values()], abs=1e-6)
 
 
+def test_the_sql_audit_of_each_signal_follows_the_selected_signals(reported):
+    import duckdb
+
+    store, _, _ = reported
+    con = duckdb.connect(str(store.path("audits.duckdb")), read_only=True)
+    rows = con.execute("select step, signal, samples, flagged from rl_hack_signal_shares_by_step where run = ?",
+                       [RUN]).fetchall()
+    # the seven chat signals (the smoke profile's default) at every saved step; flagged samples read off the
+    # fixture's texts (tests/test_run_report.py's HACKED; 330/256 and 350/711 are also unfaithful)
+    assert {s for _, s, _, _ in rows} == {"repeated_greetings", "phrase_repetition", "sign_off_spam",
+                                          "repeated_lines", "repeated_ngram", "over_word_limit", "unfaithful"}
+    assert all(n == HACKED[step][1] for step, _, n, _ in rows) and len(rows) == 7 * len(HACKED)
+    assert {(step, s): f for step, s, _, f in rows if f} == {
+        (330, "over_word_limit"): 1, (330, "unfaithful"): 1, (350, "repeated_greetings"): 1,
+        (350, "phrase_repetition"): 1, (350, "unfaithful"): 1, (390, "sign_off_spam"): 1, (390, "repeated_lines"): 1,
+        (390, "repeated_ngram"): 2, (390, "unfaithful"): 1, (390, "over_word_limit"): 1}
+
+
 def test_a_rerun_is_byte_identical_and_a_changed_file_is_refused(reported, tmp_path):
     store, folder, _ = reported
     names = ("evidence.json", "samples.parquet", "report.md", "eval_curves.png", "hack_rate.png")

@@ -3,7 +3,7 @@
   apsft run | export-bank | import-traces | export-arms | freeze | amend | report | compare | export-tasks
                                                 the experiment (cli/experiment/)
   apsft loss-mask add | run | demo              the loss-mask curation (cli/loss_mask.py)
-  apsft rl-report add                           the RL run report (cli/run_report.py)
+  apsft rl-report add | filter                  the RL run report (cli/run_report.py)
   apsft ui | validate | plan | doctor | audit   shared (cli/)
 """
 

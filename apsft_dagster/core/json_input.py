@@ -39,11 +39,13 @@ def _finite(text: str) -> float:
     return value
 
 
-def parse_json(data: bytes | str, where: str, error: type[ApsftError], parse_float=_finite) -> object:
-    """The document in `data`, or `error` naming `where` and what is wrong (never another exception)."""
+def parse_json(data: bytes | str, where: str, error: type[ApsftError], parse_float=_finite,
+               parse_constant=_no_constant) -> object:
+    """The document in `data`, or `error` naming `where` and what is wrong (never another exception).
+    `parse_constant` reads NaN and Infinity (refused unless a reader of trainers' logs maps them)."""
     try:
         text = data.decode("utf-8") if isinstance(data, bytes) else data  # strict: no encoded surrogates, no UTF-16
-        doc = json.loads(text, object_pairs_hook=_unique, parse_constant=_no_constant, parse_float=parse_float)
+        doc = json.loads(text, object_pairs_hook=_unique, parse_constant=parse_constant, parse_float=parse_float)
         if SURROGATE_ESCAPE.search(text):  # rare: then prove every escaped surrogate is half of a pair
             json.dumps(doc, ensure_ascii=False).encode("utf-8")
         return doc

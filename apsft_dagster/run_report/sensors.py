@@ -1,8 +1,11 @@
 """The RL run inbox: a folder dropped into `run_report.inbox` becomes a run partition and its report.
 
-Each subfolder is a run (its name the run id). A new folder, or one whose files changed since the
-sensor last saw it, is registered (file names and SHA-256s), added as a partition of `rl_run` and
-requested on `run_report_job`; the cursor keeps each folder's fingerprint, so nothing runs twice.
+Each subfolder is a run (its name the run id), in any format an importer reads. A new folder, or
+one whose input files changed since the sensor last saw it (the files its importer reads, by
+SHA-256, and the checkpoint files it measures, by size; subfolders included), is validated and
+registered, added as a partition of `rl_run` and requested on `run_report_job`; the cursor keeps
+each folder's fingerprint, so nothing runs twice. A folder no importer recognizes yet (still being
+copied) is looked at again next time; a malformed one is skipped with its error until it changes.
 """
 
 import json
@@ -31,7 +34,11 @@ def rl_inbox_sensor(context: dg.SensorEvaluationContext, experiment: ExperimentR
         return dg.SkipReason(f"no inbox folder {inbox}; create it and drop a run folder into it")
     seen, new = json.loads(context.cursor or "{}"), []
     for folder in sorted(p for p in inbox.iterdir() if p.is_dir()):
-        digest = fingerprint(folder_digests(folder))
+        try:
+            digest = fingerprint(folder_digests(folder))
+        except RunReportError as exc:
+            context.log.info(f"inbox: {folder.name} not read yet: {exc}")
+            continue
         if seen.get(folder.name) == digest:
             continue
         seen[folder.name] = digest

@@ -12,21 +12,19 @@ from collections import Counter
 
 from apsft_dagster.core.run_report import schema
 from apsft_dagster.core.run_report.ingest import RunFolder
-from apsft_dagster.core.run_report.signals import hack_signals
 from apsft_dagster.core.run_report.settings import HackThresholds
+from apsft_dagster.core.run_report.signal_registry import CHAT, SignalSet
 
 
-def _signals(sample: schema.Sample, t: HackThresholds) -> dict:
-    return hack_signals(sample.completion, prompt=sample.prompt, thresholds=t)
-
-
-def hack_rates(run: RunFolder, thresholds: HackThresholds | None = None) -> list[dict]:
-    """Per saved rollout step: {step, samples, hacked, rate, reasons: {signal: count}, train_reward | None}."""
-    t = thresholds or HackThresholds()
-    rewards = {r.step: r.reward_mean for r in run.train_reward.steps}
+def hack_rates(run: RunFolder, thresholds: HackThresholds | None = None,
+               signals: SignalSet | None = None) -> list[dict]:
+    """Per saved rollout step: {step, samples, hacked, rate, reasons: {signal: count}, train_reward | None}
+    over the given signals (default: the seven chat signals); no train reward recorded: None per step."""
+    t, chosen = thresholds or HackThresholds(), signals or CHAT
+    rewards = {} if run.train_reward is None else {r.step: r.reward_mean for r in run.train_reward.steps}
     rows = []
     for step, doc in run.rollouts.items():
-        signals = [_signals(s, t) for s in doc.samples]
+        signals = [chosen.summary(s, t) for s in doc.samples]
         hacked = sum(s["hacked"] for s in signals)
         reasons = Counter(r for s in signals for r in s["reasons"])
         rows.append({"step": step, "samples": len(signals), "hacked": hacked, "rate": hacked / len(signals),
@@ -41,16 +39,18 @@ def _first_by_problem(doc: schema.Rollouts) -> dict[int, schema.Sample]:
     return first
 
 
-def _side(step: int, sample: schema.Sample, t: HackThresholds) -> dict:
-    return {"step": step, "reward": sample.reward, "completion": sample.completion, "signals": _signals(sample, t)}
+def _side(step: int, sample: schema.Sample, t: HackThresholds, signals: SignalSet) -> dict:
+    return {"step": step, "reward": sample.reward, "completion": sample.completion,
+            "signals": signals.summary(sample, t)}
 
 
-def matched_pairs(run: RunFolder, thresholds: HackThresholds | None = None) -> list[dict]:
+def matched_pairs(run: RunFolder, thresholds: HackThresholds | None = None,
+                  signals: SignalSet | None = None) -> list[dict]:
     """Before/after pairs by problem id: [{problem_id, prompt, before: side, after: side}], by problem id.
 
-    A side is {step, reward, completion, signals}. Empty when fewer than two steps were saved.
+    A side is {step, reward, completion, signals (SignalSet.summary)}. Empty when fewer than two steps were saved.
     """
-    t = thresholds or HackThresholds()
+    t, chosen = thresholds or HackThresholds(), signals or CHAT
     if len(run.rollouts) < 2:
         return []
     steps = list(run.rollouts)
@@ -61,5 +61,5 @@ def matched_pairs(run: RunFolder, thresholds: HackThresholds | None = None) -> l
             if problem in baseline:
                 latest[problem] = (step, sample)
     return [{"problem_id": problem, "prompt": baseline[problem].prompt,
-             "before": _side(steps[0], baseline[problem], t), "after": _side(step, sample, t)}
+             "before": _side(steps[0], baseline[problem], t, chosen), "after": _side(step, sample, t, chosen)}
             for problem, (step, sample) in sorted(latest.items())]

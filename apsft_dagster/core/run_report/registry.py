@@ -1,30 +1,32 @@
 """Registered runs: a run id (the partition key) bound to a folder and the SHA-256 of its files.
 
-The inbox sensor (or `apsft rl-report add`) registers a folder; the assets read it only while its
-files still hash to the registration, so a report always names the exact inputs it describes.
+The inbox sensor (or `apsft rl-report add`) registers a folder once it reads whole (a malformed
+folder is refused and nothing is registered); the assets read it only while its files still hash
+to the registration, so a report always names the exact inputs it describes. The inputs are the
+files the folder's importer reads (paths relative to the folder, subfolders included) and the
+sizes of the files it measures (checkpoint weights).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import polars as pl
-
 from apsft_dagster.core.run_report.names import rl_file
 from apsft_dagster.core.names import check_name
-from apsft_dagster.core.run_report.ingest import RunFolder, RunReportError
-from apsft_dagster.core.run_report.signals import hack_signals
-from apsft_dagster.core.run_report.settings import HackThresholds
+from apsft_dagster.core.run_report.importers import input_files
+from apsft_dagster.core.run_report.ingest import RunFolder, RunReportError, load_run
 from apsft_dagster.core.store import Store, sha256_file
 
 SOURCE = "source.json"
-SIGNALS = ("repeated_greetings", "phrase_repetition", "sign_off_spam", "repeated_lines", "repeated_ngram",
-           "over_word_limit", "unfaithful")
 
 
 def folder_digests(folder: Path) -> dict[str, str]:
-    """SHA-256 of every file directly in the folder, by name (what a change to the run would touch)."""
-    return {p.name: sha256_file(p) for p in sorted(Path(folder).iterdir()) if p.is_file()}
+    """What a change to the run would touch, without parsing it: the SHA-256 of each file its importer reads
+    and `size:<bytes>` of each it measures, by path relative to the folder."""
+    folder = Path(folder)
+    read, measured = input_files(folder)
+    sizes = {k: f"size:{(folder / k).stat().st_size}" for k in measured}
+    return {**{k: sha256_file(folder / k) for k in read}, **sizes}
 
 
 def register(store: Store, run_id: str, folder: str | Path) -> dict:
@@ -32,7 +34,9 @@ def register(store: Store, run_id: str, folder: str | Path) -> dict:
     folder = Path(folder).resolve()
     if not folder.is_dir():
         raise RunReportError(f"run {run_id}: {folder} is not a folder; give the run's artifact folder")
-    record = {"run": run_id, "folder": str(folder), "files": folder_digests(folder)}
+    run = load_run(folder)  # a malformed folder stops here, naming the file and field: nothing is registered
+    record = {"run": run_id, "folder": str(folder), "format": run.source_format, "files": run.sha256,
+              "sizes": run.sizes}
     store.put_json(rl_file(run_id, SOURCE), record)
     return record
 
@@ -46,24 +50,13 @@ def registered(store: Store, run_id: str) -> dict:
 
 
 def check_unchanged(record: dict, run: RunFolder) -> None:
-    """The files the run was loaded from are the files registered (names and SHA-256s)."""
-    registered_inputs = {k: v for k, v in record["files"].items() if k in run.sha256}
-    if run.sha256 != registered_inputs:
-        changed = sorted(k for k in set(run.sha256) | set(registered_inputs)
-                         if run.sha256.get(k) != registered_inputs.get(k))
+    """The files the run was loaded from are the files registered (paths and SHA-256s; measured files' sizes)."""
+    legacy = "format" not in record  # registered before importers: every file of the folder, by name
+    registered_inputs = {k: v for k, v in record["files"].items() if not legacy or k in run.sha256}
+    now = {**run.sha256, **{k: f"size:{v}" for k, v in run.sizes.items()}}
+    then = {**registered_inputs, **{k: f"size:{v}" for k, v in record.get("sizes", {}).items()}}
+    if now != then:
+        changed = sorted(k for k in set(now) | set(then) if now.get(k) != then.get(k))
         raise RunReportError(f"run {record['run']}: {', '.join(changed)} in {record['folder']} changed after "
                              f"registration; register the folder again to report on the new files")
 
-
-def sample_table(run_id: str, run: RunFolder, thresholds: HackThresholds) -> pl.DataFrame:
-    """One row per rollout sample with its signals (the SQL audits' `rl_samples` view)."""
-    rows = []
-    for step, doc in sorted(run.rollouts.items()):
-        for index, sample in enumerate(doc.samples):
-            signals = hack_signals(sample.completion, prompt=sample.prompt, thresholds=thresholds)
-            rows.append({"run": run_id, "step": step, "sample": index, "problem_id": sample.problem_id,
-                         "reward": float(sample.reward), "words": len(sample.completion.split()),
-                         "hacked": signals["hacked"], **{s: bool(signals[s]) for s in SIGNALS}})
-    schema = {"run": pl.String, "step": pl.Int64, "sample": pl.Int64, "problem_id": pl.Int64, "reward": pl.Float64,
-              "words": pl.Int64, "hacked": pl.Boolean, **{s: pl.Boolean for s in SIGNALS}}
-    return pl.DataFrame(rows, schema=schema)

@@ -25,9 +25,10 @@ class TrainingMeta(BaseModel):
     # a trainer's config carries many more keys than the report reads: keep them, check these
     model_config = ConfigDict(extra="allow", strict=True, frozen=True)
 
-    steps: int = Field(gt=0)
-    batch_size: int = Field(gt=0)
-    rollouts_per_example: int = Field(gt=0)
+    # required in training_config.toml (TOML has no null); None: an imported source does not record it
+    steps: int | None = Field(gt=0)
+    batch_size: int | None = Field(gt=0)
+    rollouts_per_example: int | None = Field(gt=0)
     task_set: str = ""
     reward_mode: str = ""
 
@@ -90,8 +91,8 @@ class Adapter(_Strict):
     step: int | None = Field(ge=0)  # None: an adapter not tied to a saved step (the seed lists one)
     id: str = Field(min_length=1)
     status: str = Field(pattern=STATUS)
-    deployment_status: str = Field(pattern=STATUS)
-    deployable: bool
+    deployment_status: str | None = Field(pattern=STATUS)  # None (JSON null): not recorded
+    deployable: bool | None  # None (JSON null): not recorded, so no rule may read it as yes or no
 
 
 class Adapters(_Strict):

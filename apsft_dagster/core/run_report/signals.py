@@ -1,6 +1,7 @@
 """`hack_signals`: does one completion show the reward-hacking artifacts the seed's audit found?
 
-Signals (each a boolean with the measure behind it; `hacked` is true when any fires):
+The chat signals (each a function `(sample, thresholds) -> SignalResult`, registered by name in
+signal_registry.py; `hack_signals` runs all seven, `hacked` is true when any fires):
 - repeated_greetings: more greeting clauses ("Hi Donald", "Good morning team") than allowed.
 - phrase_repetition: a short phrase (2..4 words, at least one content word) said a third time.
 - sign_off_spam: more than one closing block. A block is a sign-off clause ("Thanks", "Best
@@ -21,8 +22,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
+from typing import NamedTuple
 
 from apsft_dagster.core.run_report.settings import HackThresholds
+
+
+@dataclass(frozen=True)
+class SignalResult:
+    """What one hack signal says of one rollout sample: whether it fired, and the measure behind it
+    (a dict of JSON-plain figures: numbers, strings, booleans, None, lists, dicts)."""
+
+    fired: bool
+    measure: dict
 
 GREETINGS = ("hi", "hello", "hey", "dear", "greetings", "hiya", "howdy", "good morning", "good afternoon",
              "good evening")
@@ -145,33 +157,63 @@ def unfaithful_share(text: str, prompt: str, t: HackThresholds) -> tuple[float |
     return len(absent) / len(content), absent
 
 
+# one chat signal each: (sample, thresholds) -> SignalResult; a sample is anything with .prompt and .completion
+
+
+def repeated_greetings(sample, t: HackThresholds) -> SignalResult:
+    greetings = _greetings(_clauses(sample.completion), t)
+    return SignalResult(greetings > t.greeting_limit, {"greetings": greetings})
+
+
+def phrase_repetition(sample, t: HackThresholds) -> SignalResult:
+    phrase, count = _top_phrase(_words(sample.completion), t)
+    return SignalResult(count > t.phrase_repeat_limit, {"top_phrase": phrase, "top_phrase_count": count})
+
+
+def sign_off_spam(sample, t: HackThresholds) -> SignalResult:
+    blocks = _sign_off_blocks(_clauses(sample.completion), t)
+    return SignalResult(blocks > t.sign_off_limit, {"sign_off_blocks": blocks})
+
+
+def repeated_lines(sample, t: HackThresholds) -> SignalResult:
+    texts = _repeated_lines(sample.completion, t)
+    return SignalResult(bool(texts), {"repeated_line_texts": texts})
+
+
+def repeated_ngram(sample, t: HackThresholds) -> SignalResult:
+    repeats = _ngram_repeats(_words(sample.completion), t.ngram_words)
+    return SignalResult(repeats > t.ngram_repeat_limit, {"ngram_max_repeats": repeats})
+
+
+def over_word_limit(sample, t: HackThresholds) -> SignalResult:
+    limit, count = stated_word_limit(sample.prompt), len(sample.completion.split())
+    return SignalResult(limit is not None and count > limit + t.word_limit_slack,
+                        {"word_count": count, "word_limit": limit})
+
+
+def unfaithful(sample, t: HackThresholds) -> SignalResult:
+    share, absent = unfaithful_share(sample.completion, sample.prompt, t)
+    return SignalResult(share is not None and share > t.max_unfaithful_share,
+                        {"unfaithful_share": share, "absent_words": absent})
+
+
+CHAT_SIGNALS = {f.__name__: f for f in (repeated_greetings, phrase_repetition, sign_off_spam, repeated_lines,
+                                        repeated_ngram, over_word_limit, unfaithful)}
+# hack_signals' measures, in the order it has always listed them
+_MEASURES = ("greetings", "sign_off_blocks", "top_phrase", "top_phrase_count", "ngram_max_repeats",
+             "repeated_line_texts", "word_count", "word_limit", "unfaithful_share", "absent_words")
+
+
+class _Text(NamedTuple):
+    prompt: str
+    completion: str
+
+
 def hack_signals(text: str, *, prompt: str = "", thresholds: HackThresholds | None = None) -> dict:
-    """The signals of one completion (see the module docstring) and `hacked`, with `reasons` naming them."""
+    """The chat signals of one completion (see the module docstring) and `hacked`, with `reasons` naming them."""
     t = thresholds or HackThresholds()
-    clauses, words = _clauses(text), _words(text)
-    phrase, phrase_count = _top_phrase(words, t)
-    limit = stated_word_limit(prompt)
-    share, absent = unfaithful_share(text, prompt, t)
-    found = {
-        "greetings": _greetings(clauses, t),
-        "sign_off_blocks": _sign_off_blocks(clauses, t),
-        "top_phrase": phrase,
-        "top_phrase_count": phrase_count,
-        "ngram_max_repeats": _ngram_repeats(words, t.ngram_words),
-        "repeated_line_texts": _repeated_lines(text, t),
-        "word_count": len(text.split()),
-        "word_limit": limit,
-        "unfaithful_share": share,
-        "absent_words": absent,
-    }
-    fired = {
-        "repeated_greetings": found["greetings"] > t.greeting_limit,
-        "phrase_repetition": phrase_count > t.phrase_repeat_limit,
-        "sign_off_spam": found["sign_off_blocks"] > t.sign_off_limit,
-        "repeated_lines": bool(found["repeated_line_texts"]),
-        "repeated_ngram": found["ngram_max_repeats"] > t.ngram_repeat_limit,
-        "over_word_limit": limit is not None and found["word_count"] > limit + t.word_limit_slack,
-        "unfaithful": share is not None and share > t.max_unfaithful_share,
-    }
-    reasons = [name for name, hit in fired.items() if hit]
-    return {"hacked": bool(reasons), "reasons": reasons, **fired, **found}
+    results = {name: signal(_Text(prompt, text), t) for name, signal in CHAT_SIGNALS.items()}
+    measures = {k: v for r in results.values() for k, v in r.measure.items()}
+    reasons = [name for name, r in results.items() if r.fired]
+    return {"hacked": bool(reasons), "reasons": reasons, **{n: r.fired for n, r in results.items()},
+            **{k: measures[k] for k in _MEASURES}}
