@@ -193,7 +193,8 @@ def call_message(name, arguments, content=None):
     ("get_weather", ""),
     ("get_weather", '["Oslo"]'),  # JSON, but a list
     ("get_weather", '"Oslo"'),
-    ("get_weather", {"city": "Oslo"}),  # an object, not a JSON string
+    ("get_weather", {"city": 7}),  # an object (the HF convention) that fails the schema
+    ("get_weather", ["Oslo"]),  # neither a JSON string nor an object
     ("get_forecast", '{"city": "Oslo"}'),  # unknown function
     ("get_weather", '{"city": 7}'),  # wrong type
     ("get_weather", '{"days": 2}'),  # required city missing
@@ -302,7 +303,8 @@ def test_a_message_may_carry_several_reasons():
     (lambda r: r.update(messages="hi"), "messages"),
     (lambda r: r.update(harness="swe_agent"), "harness"),
     (lambda r: r.pop("row_id"), "row_id"),
-    (lambda r: r.pop("verifier"), "verifier"),
+    (lambda r: r.update(verifier="passed"), "verifier"),  # absent is allowed (false-claim skipped); wrong is not
+    (lambda r: r.update(verifier={"passed": True}), "verifier"),
     (lambda r: r["messages"].append({"role": "robot", "content": "x"}), "messages[3].role"),
     (lambda r: r["messages"].append({"role": "assistant", "content": ["x"]}), "messages[3].content"),
     (lambda r: r["messages"].append({"role": "assistant", "content": "x", "tool_calls": "c"}),

@@ -1,6 +1,8 @@
 """`apsft loss-mask`: register a dataset version, run the loss-mask group on it, or run the demo.
 
-  apsft loss-mask add NAME PATH   register PATH (JSON lines) as dataset version NAME (a partition)
+  apsft loss-mask add NAME PATH [--format F] [--flags FILE] [--tokenizer DIR] [--chat-template FILE]
+                                  register PATH (JSON lines in a chat format, a Parquet file or a
+                                  datasets folder, staged) as dataset version NAME (a partition)
   apsft loss-mask run NAME        census -> build -> verify -> pack -> comparison, then the SQL audits
   apsft loss-mask demo            generate the planted dataset (`loss_mask.demo_rows`), register it
                                   as `demo` and run the group on it
@@ -18,7 +20,12 @@ def add_parser(sub) -> None:
     p = sub.add_parser("loss-mask", help="the loss-mask curation group: add, run, demo")
     p.add_argument("action", choices=("add", "run", "demo"))
     p.add_argument("name", nargs="?", help="dataset version (add, run)")
-    p.add_argument("path", nargs="?", help="JSON-lines file (add)")
+    p.add_argument("path", nargs="?", help="JSON-lines file, Parquet file or datasets save_to_disk folder (add)")
+    p.add_argument("--format", dest="fmt", choices=("native", "openai", "sharegpt"),
+                   help="the rows' chat format (add; default: detected from the first rows)")
+    p.add_argument("--flags", help="build from this flags file (JSON lines) instead of the rules (add)")
+    p.add_argument("--tokenizer", help="tokenizer folder the pack uses instead of the base model's (add)")
+    p.add_argument("--chat-template", dest="chat_template", help="Jinja chat template file for the pack (add)")
     profile_arguments(p)
     p.set_defaults(handler=loss_mask)
 
@@ -35,10 +42,13 @@ def loss_mask(args: argparse.Namespace) -> int:
     loss_mask_settings(config)  # a profile without the section is refused before anything is written
     export_choice(args)
     if args.action == "add":
-        record = register(store, args.name, args.path)
+        record = register(store, args.name, args.path, fmt=args.fmt, flags=args.flags, tokenizer=args.tokenizer,
+                          chat_template=args.chat_template)
         _instance(config).add_dynamic_partitions(LM_DATASET, [record["name"]])  # listed in the UI until it is run
         print(f"registered {record['name']}: {record['path']} ({record['bytes']:,} bytes, "
-              f"sha256 {record['sha256'][:12]})")
+              f"sha256 {record['sha256'][:12]}, format {record['format']})"
+              + (f", staged from {record['staged_from']['path']}" if record.get("staged_from") else "")
+              + (f", flags {record['flags']['path']}" if record.get("flags") else ""))
         return 0
     name = "demo" if args.action == "demo" else check_name(args.name)
     if args.action == "demo":
@@ -76,9 +86,10 @@ def _run(store, config, name: str) -> int:
     from apsft_dagster.loss_mask.stages import LOSS_MASK_STAGES
     from apsft_dagster.runner import run_wing_partition, select_stages
 
-    registered(store, name)
+    record = registered(store, name)
     stages = list(LOSS_MASK_STAGES)
-    if not store.exists(BASE_MODEL_REPORT):  # packing tokenizes with the base model's tokenizer
+    # packing tokenizes with the base model's tokenizer unless the dataset names its own
+    if not record.get("tokenizer") and not store.exists(BASE_MODEL_REPORT):
         stages = select_stages(STAGES, "tasks_and_model_job", "tasks_and_model_job") + stages  # the experiment's
 
     def line(o) -> None:

@@ -5,10 +5,11 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, check_result, table_preview
-from apsft_dagster.core.loss_mask.build import build_problems
+from apsft_dagster.core.loss_mask.build import build_problems, rules_record
 from apsft_dagster.core.loss_mask.census import census_table
 from apsft_dagster.core.loss_mask.names import FLAGS, GROUP, MASKED, lm_file
-from apsft_dagster.core.loss_mask.datasets import check_unchanged, registered
+from apsft_dagster.core.loss_mask.datasets import check_unchanged, dataset_format, registered
+from apsft_dagster.core.loss_mask.flags_file import ExternalFlags
 from apsft_dagster.core.loss_mask.parallel import build_file, census_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.loss_mask.settings import loss_mask_settings, rule_settings
@@ -32,7 +33,8 @@ def lm_census(context: dg.AssetExecutionContext, experiment: ExperimentResource)
         yield check_result("source_unchanged", [str(exc)])
         return
     settings = loss_mask_settings(config)
-    counted = census_file(record["path"], workers=settings.workers, **rule_settings(settings))
+    counted = census_file(record["path"], workers=settings.workers, fmt=dataset_format(record),
+                          **rule_settings(settings))
     table = census_table(dataset, counted)
     store.put_json(lm_file(dataset, "census.json"), counted)
     store.put_parquet(lm_file(dataset, "census.parquet"), table)
@@ -42,6 +44,7 @@ def lm_census(context: dg.AssetExecutionContext, experiment: ExperimentResource)
         **{k: v for k, v in total.items() if isinstance(v, int)}, "reasons": dg.MetadataValue.json(total["reasons"]),
         "combinations": dg.MetadataValue.json(total["combinations"]),
         "left_alone": dg.MetadataValue.json(total["left_alone"]), "source_sha256": record["sha256"],
+        "skipped": dg.MetadataValue.json(total["skipped"]), "row_ids": dg.MetadataValue.json(total["row_ids"]),
         "by_source": table_preview(table.filter(pl.col("kind") == "reasons")
                                    .pivot("name", index="source", values="count"), rows=20)},
         data_version=dg.DataVersion(record["sha256"]))
@@ -53,19 +56,26 @@ def lm_census(context: dg.AssetExecutionContext, experiment: ExperimentResource)
                                          description="rows in = rows out, and masked turns per reason = the census's")])
 def lm_build(context: dg.AssetExecutionContext, experiment: ExperimentResource):
     """One streaming pass: `"step_loss_mask": 0` on each flagged assistant turn, nothing else; an
-    untouched row is written as its original bytes; a flags file, one line per masked turn."""
+    untouched row is written as its original bytes; a flags file, one line per masked turn. With a
+    registered external flags file (its digest checked now), exactly its turns are masked and the
+    gate compares with its counts instead of the census's."""
     config, store, dataset = experiment.config(), experiment.store(), context.partition_key
-    record, counted = registered(store, dataset), store.get_json(lm_file(dataset, "census.json"))["total"]
+    record, census = registered(store, dataset), store.get_json(lm_file(dataset, "census.json"))["total"]
     settings, report = loss_mask_settings(config), {}
+    external = ExternalFlags(record["flags"]["path"], record["flags"]["sha256"]) if record.get("flags") else None
+    counted = census if external is None else {"rows": census["rows"], **external.counts()}
 
     def fill(folder) -> None:
         with open(folder / MASKED, "wb") as out, open(folder / FLAGS, "wb") as flags:
             report.update(build_file(record["path"], out, flags, expected_reasons=counted["reasons"],
-                                     workers=settings.workers, **rule_settings(settings)))
+                                     workers=settings.workers, fmt=dataset_format(record), flags=external,
+                                     **rule_settings(settings)))
         check_unchanged(record, report["base_sha256"])
 
     digest = store.put_dir(lm_file(dataset, "build"), fill)
-    store.put_json(lm_file(dataset, "build.json"), {**report, "dataset": dataset, "build_sha256": digest})
+    store.put_json(lm_file(dataset, "build.json"), {
+        **report, "dataset": dataset, "format": dataset_format(record), "build_sha256": digest,
+        "flags_source": "rules" if external is None else record["flags"], "rules": rules_record(settings, census)})
     yield dg.MaterializeResult(metadata={**{k: v for k, v in report.items() if not isinstance(v, dict)},
                                          "reasons": dg.MetadataValue.json(report["reasons"])},
                                data_version=dg.DataVersion(digest))
@@ -85,8 +95,8 @@ def lm_verify(context: dg.AssetExecutionContext, experiment: ExperimentResource)
     folder = store.path(lm_file(dataset, "build"))
     known_broken = rule_settings(loss_mask_settings(experiment.config()))["known_broken_families"]
     try:
-        result, problems = verify(record["path"], folder / MASKED, folder / FLAGS,
-                                  known_broken_families=known_broken), []
+        result, problems = verify(record["path"], folder / MASKED, folder / FLAGS, known_broken_families=known_broken,
+                                  fmt=dataset_format(record), rule_flags=not record.get("flags")), []
     except LossMaskError as exc:
         result, problems = {"error": str(exc)}, [str(exc)]
     digest = store.put_json(lm_file(dataset, "verify.json"), {"dataset": dataset, "passed": not problems, **result})

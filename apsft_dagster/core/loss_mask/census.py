@@ -15,32 +15,43 @@ from collections.abc import Iterable
 import polars as pl
 
 from apsft_dagster.core.json_input import parse_json
-from apsft_dagster.core.loss_mask.rules import LossMaskError, judge_row
+from apsft_dagster.core.loss_mask.formats import canonical_row, row_id_source
+from apsft_dagster.core.loss_mask.rules import LossMaskError, judge_row, rules_run
 
 FIELDS = ("rows", "assistant_turns", "masked_turns", "rows_touched")
+# rule -> rows it ran on / rows it could not run on (no harness or verifier); where row ids came from
+KINDS = ("reasons", "combinations", "left_alone", "ran", "skipped", "row_ids")
 
 
 def census(lines: Iterable[bytes | str], *, known_broken_families: frozenset[str] = frozenset(),
-           prose_commands: frozenset[str] | None = None, source_name: str = "<lines>", first_line: int = 1) -> dict:
-    """Count over JSON lines (blank lines skipped); a line that is not strict JSON (core/json_input.py)
-    or not a row the rules can read raises naming the source, its line number and the field
-    (`first_line`: the number of the first line given, when they are a range of a larger file)."""
+           prose_commands: frozenset[str] | None = None, source_name: str = "<lines>", first_line: int = 1,
+           fmt: str = "native") -> dict:
+    """Count over JSON lines (blank lines skipped) in format `fmt` (formats/); a line that is not strict
+    JSON (core/json_input.py) or not a row the rules can read raises naming the source, its line
+    number and the field (`first_line`: the number of the first line given, when they are a range of
+    a larger file). Per rule, the rows it ran on and the rows it was skipped on (`ran`, `skipped`);
+    `row_ids`: how many rows took their id from `row_id`, `id` or their line number."""
     known_broken_families = frozenset(known_broken_families)
     tallies: dict[str, _Tally] = {}
     for number, line in enumerate(lines, start=first_line):
         if not line or line.isspace():  # blank: `not line.strip()` without copying the line
             continue
-        row = parse_json(line, f"{source_name} line {number}", LossMaskError)
+        where = f"{source_name} line {number}"
+        raw = parse_json(line, where, LossMaskError)
+        row = canonical_row(raw, fmt, where=where)
         try:
             flags, kept, turns = judge_row(row, known_broken_families=known_broken_families,
                                            prose_commands=prose_commands)
         except LossMaskError as exc:
-            raise LossMaskError(f"{source_name} line {number}: {exc}") from None
+            raise LossMaskError(f"{where}: {exc}") from None
         source = str(row.get("source"))
         tally = tallies.get(source)
         if tally is None:
             tally = tallies[source] = _Tally()
         tally.add(flags, kept, turns)
+        run = rules_run(row)
+        tally.rules[run] = tally.rules.get(run, 0) + 1
+        tally.ids[row_id_source(raw, fmt)] += 1
     return _result({source: tally.counts() for source, tally in tallies.items()})
 
 
@@ -51,6 +62,8 @@ class _Tally:
         self.rows = self.assistant_turns = self.rows_touched = 0
         self.flagged: dict[frozenset[str], int] = {}
         self.kept: dict[frozenset[str], int] = {}
+        self.rules: dict[tuple[frozenset[str], frozenset[str]], int] = {}  # (ran, skipped) -> rows
+        self.ids: Counter = Counter()
 
     def add(self, flags: dict[int, frozenset[str]], kept: dict[int, frozenset[str]], turns: int) -> None:
         self.rows += 1
@@ -74,6 +87,10 @@ class _Tally:
         for labels, n in self.kept.items():
             for label in labels:
                 tally["left_alone"][label] += n
+        for (ran, skipped), n in self.rules.items():
+            tally["ran"].update(dict.fromkeys(ran, n))
+            tally["skipped"].update(dict.fromkeys(skipped, n))
+        tally["row_ids"].update(self.ids)
         return tally
 
 
@@ -85,7 +102,7 @@ def merge_census(parts: Iterable[dict]) -> dict:
             tally = tallies.setdefault(source, _empty())
             for key in FIELDS:
                 tally[key] += plain[key]
-            for key in ("reasons", "combinations", "left_alone"):
+            for key in KINDS:
                 tally[key].update(plain[key])
     return _result(tallies)
 
@@ -95,19 +112,19 @@ def _result(tallies: dict[str, dict]) -> dict:
     for tally in tallies.values():
         for key in FIELDS:
             total[key] += tally[key]
-        for key in ("reasons", "combinations", "left_alone"):
+        for key in KINDS:
             total[key].update(tally[key])
     return {"total": _plain(total), "by_source": {s: _plain(t) for s, t in sorted(tallies.items())}}
 
 
 def _empty() -> dict:
-    return {**dict.fromkeys(FIELDS, 0), "reasons": Counter(), "combinations": Counter(), "left_alone": Counter()}
+    return {**dict.fromkeys(FIELDS, 0), **{kind: Counter() for kind in KINDS}}
 
 
 def _plain(tally: dict) -> dict:
     """JSON-ready with a fixed key order, so a census file is byte-identical across runs."""
     return {**{k: tally[k] for k in FIELDS},
-            **{k: dict(sorted(tally[k].items())) for k in ("reasons", "combinations", "left_alone")}}
+            **{k: dict(sorted(tally[k].items())) for k in KINDS}}
 
 
 def census_table(dataset: str, counted: dict) -> pl.DataFrame:
@@ -117,6 +134,6 @@ def census_table(dataset: str, counted: dict) -> pl.DataFrame:
         rows += [{"dataset": dataset, "source": source, "kind": "count", "name": k, "count": v}
                  for k, v in tally.items() if isinstance(v, int)]
         rows += [{"dataset": dataset, "source": source, "kind": kind, "name": name, "count": n}
-                 for kind in ("reasons", "combinations", "left_alone") for name, n in tally[kind].items()]
+                 for kind in KINDS for name, n in tally[kind].items()]
     return pl.DataFrame(rows, schema={"dataset": pl.String, "source": pl.String, "kind": pl.String,
                                       "name": pl.String, "count": pl.Int64})

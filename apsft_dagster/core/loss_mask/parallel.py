@@ -14,9 +14,8 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import BinaryIO
 
-from apsft_dagster.core.loss_mask.build import build
+from apsft_dagster.core.loss_mask.build import build, check_reasons
 from apsft_dagster.core.loss_mask.census import census, merge_census
-from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.loss_mask.streams import LINE_BUFFER
 from apsft_dagster.core.store import sha256_file
 
@@ -85,9 +84,10 @@ def census_file(path: str | Path, *, workers: int = 1, **rules) -> dict:
     return merge_census(parts)
 
 
-def _build_range(path: str, start: int, stop: int, folder: str, k: int, rules: dict) -> dict:
+def _build_range(path: str, start: int, stop: int, first_line: int, folder: str, k: int, rules: dict) -> dict:
     with open(Path(folder) / f"{k}.out", "wb") as out, open(Path(folder) / f"{k}.flags", "wb") as flags:
-        return build(lines_in(Path(path), start, stop), out, flags, expected_reasons=None, digests=False, **rules)
+        return build(lines_in(Path(path), start, stop), out, flags, expected_reasons=None, digests=False,
+                     first_line=first_line, **rules)
 
 
 PARTS_PER_WORKER = 4  # the build's ranges per worker: the parent joins a finished part while later ones run
@@ -97,15 +97,18 @@ def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected
                workers: int = 1, **rules) -> dict:
     """build() of the whole file, its ranges masked in `workers` processes and joined in order.
     The file is cut into more ranges than workers, so the parent's own work (the base's SHA-256,
-    then copying and hashing each finished part) overlaps the masking of the parts after it."""
+    then copying and hashing each finished part) overlaps the masking of the parts after it.
+    `rules` may hold `fmt` and `flags` (an external flags file: its counts are then the expected ones)."""
     path = Path(path)
+    rules.setdefault("source_name", str(path))
     if workers <= 1:
         with open(path, "rb") as handle:
             return build(handle, out, flags_out, expected_reasons=expected_reasons, **rules)
     ranges = line_ranges(path, workers * PARTS_PER_WORKER)
     output, flags = _Joined(out), _Joined(flags_out)
     with tempfile.TemporaryDirectory(prefix="lm-build-") as folder, _pool(workers) as pool:
-        running = [pool.submit(_build_range, str(path), a, b, folder, k, rules) for k, (a, b, _) in enumerate(ranges)]
+        running = [pool.submit(_build_range, str(path), a, b, n, folder, k, rules)
+                   for k, (a, b, n) in enumerate(ranges)]
         base_sha256 = sha256_file(path)  # while the workers mask: the parent is otherwise idle
         parts = []
         for k, job in enumerate(running):  # in order, each as soon as it is done
@@ -117,9 +120,9 @@ def build_file(path: str | Path, out: BinaryIO, flags_out: BinaryIO, *, expected
         for reason, n in part["reasons"].items():
             reasons[reason] = reasons.get(reason, 0) + n
     reasons = dict(sorted(reasons.items()))
-    if reasons != dict(sorted(expected_reasons.items())):
-        raise LossMaskError(f"build masked {reasons} but the census counted {dict(sorted(expected_reasons.items()))}; "
-                            "the input changed or the rules differ")
+    if rules.get("flags") is not None:
+        rules["flags"].check_all_used(set().union(*(p["flagged_rows"] for p in parts)))
+    check_reasons(reasons, expected_reasons, rules.get("flags"))
     return {"rows": sum(p["rows"] for p in parts), "masked_turns": sum(p["masked_turns"] for p in parts),
             "reasons": reasons, "base_sha256": base_sha256, "output_sha256": output.digest.hexdigest(),
             "flags_sha256": flags.digest.hexdigest(), "output_bytes": output.size}

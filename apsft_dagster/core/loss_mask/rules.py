@@ -55,11 +55,11 @@ def _check_row(row: object) -> tuple[Callable[[str, str], LossMaskError], list[i
     fail = _failer(row.get("row_id"))
     if not isinstance(row.get("row_id"), str):
         raise fail("row_id", "must be a string")
-    if not isinstance(row.get("harness"), str) or row["harness"] not in HARNESSES:
-        raise fail("harness", f"must be one of {sorted(HARNESSES)}, got {row.get('harness')!r}")
-    verifier = row.get("verifier")
+    if "harness" in row and (not isinstance(row["harness"], str) or row["harness"] not in HARNESSES):
+        raise fail("harness", f"must be one of {sorted(HARNESSES)} (or absent), got {row['harness']!r}")
+    verifier = row.get("verifier", {"family": ""})
     if not isinstance(verifier, dict) or not isinstance(verifier.get("family"), str):
-        raise fail("verifier", "must be an object with a string 'family'")
+        raise fail("verifier", "must be an object with a string 'family' (or absent)")
     messages = row.get("messages")
     if not isinstance(messages, list):
         raise fail("messages", "must be a list of messages")
@@ -96,13 +96,31 @@ def _prose_verdict(content: str, commands: frozenset[str]) -> str:
     return PROSE_ONLY
 
 
+def rules_run(row: dict) -> tuple[frozenset[str], frozenset[str]]:
+    """(the rules that run on this row, the rules that cannot for want of a field): stall always;
+    toolcall-syntax on rows with `tools`; terminus-json and false-claim need harness terminus2,
+    false-claim also a `verifier`; prose-command needs mini_swe. A row with no `harness` skips the
+    three harness rules; a terminus2 row with no `verifier` skips false-claim."""
+    harness = row.get("harness")
+    ran = {STALL} | ({TOOLCALL_SYNTAX} if row.get("tools") is not None else set())
+    if harness is None:
+        return frozenset(ran), _NEED_HARNESS
+    if harness == "terminus2":
+        ran |= {TERMINUS_JSON, FALSE_CLAIM} if "verifier" in row else {TERMINUS_JSON}
+        return frozenset(ran), frozenset() if "verifier" in row else frozenset({FALSE_CLAIM})
+    return frozenset(ran | ({PROSE_COMMAND} if harness == "mini_swe" else set())), frozenset()
+
+
+_NEED_HARNESS = frozenset({TERMINUS_JSON, FALSE_CLAIM, PROSE_COMMAND})
+
+
 def judge_row(
     row: dict, *, known_broken_families: frozenset[str] = frozenset(), prose_commands: frozenset[str] | None = None
 ) -> tuple[dict[int, frozenset[str]], dict[int, frozenset[str]], int]:
     """(flagged, left_alone, assistant turns) in one pass: message index -> reasons, non-empty sets only."""
     known_broken_families = frozenset(known_broken_families)
     fail, assistant = _check_row(row)
-    harness, messages = row["harness"], row["messages"]
+    harness, messages = row.get("harness"), row["messages"]
     by_name = tool_validators(row["tools"], fail) if row.get("tools") is not None else None
     commands = DEFAULT_PROSE_COMMANDS if prose_commands is None else prose_commands
     flagged: dict[int, frozenset[str]] = {}
@@ -119,7 +137,7 @@ def judge_row(
             reasons.add(TOOLCALL_SYNTAX)
         if harness == "terminus2":
             is_last = i == assistant[-1]
-            _judge_terminus(content, is_last, row["verifier"], known_broken_families, reasons, spared)
+            _judge_terminus(content, is_last, row.get("verifier"), known_broken_families, reasons, spared)
         elif harness == "mini_swe" and not calls and not blank and not _SHELL_BLOCK.search(content):
             verdict = _prose_verdict(content, commands)
             (reasons if verdict == PROSE_COMMAND else spared).add(verdict)
@@ -133,7 +151,7 @@ def judge_row(
 def _judge_terminus(
     content: str | None,
     is_last: bool,
-    verifier: dict,
+    verifier: dict | None,
     known_broken_families: frozenset[str],
     reasons: set[str],
     spared: set[str],
@@ -146,7 +164,7 @@ def _judge_terminus(
     if terminus.stalls(action):
         reasons.add(STALL)
     # Only the final claim is judged against the verifier: earlier turns were not the answer.
-    if is_last and terminus.claims_completion(action):
+    if is_last and verifier is not None and terminus.claims_completion(action):  # no verifier: skipped
         if terminus.is_trusted_failure(verifier, known_broken_families):
             if terminus.has_executable_command(action):
                 spared.add(FALSE_CLAIM_WITH_COMMAND)

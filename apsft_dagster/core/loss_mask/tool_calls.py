@@ -1,5 +1,6 @@
 """toolcall-syntax: every call must name a declared function with JSON-object arguments that
-satisfy that function's `parameters` schema, as an OpenAI-style runtime would require.
+satisfy that function's `parameters` schema, as an OpenAI-style runtime would require. Arguments
+may be given as the JSON text of an object (OpenAI) or as the object itself (Hugging Face).
 
 The declared tools belong to the row (written by the data producer), so a broken declaration is
 a malformed row and raises; what sits inside a call was written by the model and is only flagged.
@@ -87,7 +88,11 @@ def call_is_valid(call: dict, by_name: dict[str, IsValid]) -> bool:
     if not isinstance(function, dict):
         return False
     name, arguments = function.get("name"), function.get("arguments")
-    if not isinstance(name, str) or name not in by_name or not isinstance(arguments, str):
+    if not isinstance(name, str) or name not in by_name:
+        return False
+    if isinstance(arguments, dict):  # an object (the Hugging Face convention) is judged as the object it is
+        return by_name[name](arguments)
+    if not isinstance(arguments, str):
         return False
     try:
         decoded = STRICT_JSON.decode(arguments)

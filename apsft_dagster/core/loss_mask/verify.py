@@ -16,6 +16,7 @@ import itertools
 import json
 from pathlib import Path
 
+from apsft_dagster.core.loss_mask.formats import MESSAGES_KEY, canonical_row
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.loss_mask.streams import LINE_BUFFER
 
@@ -30,12 +31,13 @@ class VerifyError(LossMaskError):
 _MEMBERS = (f', "{MASK_KEY}": 0'.encode(), f',"{MASK_KEY}":0'.encode())
 
 
-def _rows(path: Path):
-    """(line without its line end, parsed row) for each non-blank line."""
+def _rows(path: Path, fmt: str = "native"):
+    """(line without its line end, parsed row, the row as the rules read it) for each non-blank line."""
     with open(path, "rb", buffering=LINE_BUFFER) as handle:
-        for line in handle:
+        for number, line in enumerate(handle, start=1):
             if line.strip():
-                yield line.rstrip(b"\r\n"), json.loads(line)
+                row = json.loads(line)
+                yield line.rstrip(b"\r\n"), row, canonical_row(row, fmt, where=f"{path} line {number}")
 
 
 def _bytes_match(before: bytes, after: bytes, masks: int) -> bool:
@@ -48,8 +50,9 @@ def _bytes_match(before: bytes, after: bytes, masks: int) -> bool:
     return False
 
 
-def _strip(row: dict) -> dict:
-    return {**row, "messages": [{k: v for k, v in m.items() if k != MASK_KEY} for m in row["messages"]]}
+def _strip(row: dict, array: str) -> dict:
+    return {**row, array: [{k: v for k, v in m.items() if k != MASK_KEY} if isinstance(m, dict) else m
+                           for m in row[array]]}
 
 
 def _trusted_failure(verifier: dict, known_broken: frozenset[str]) -> bool:
@@ -58,32 +61,36 @@ def _trusted_failure(verifier: dict, known_broken: frozenset[str]) -> bool:
             and verifier.get("infra_exception") is False and verifier.get("family") not in known_broken)
 
 
-def verify(base: Path, output: Path, flags: Path, *, known_broken_families: frozenset[str] = frozenset()) -> dict:
-    """Every check above; raises VerifyError naming the first row that fails, else the counts."""
+def verify(base: Path, output: Path, flags: Path, *, known_broken_families: frozenset[str] = frozenset(),
+           fmt: str = "native", rule_flags: bool = True) -> dict:
+    """Every check above for rows in format `fmt` (formats/: the masks sit in the row's own message
+    array; message i there is message i of the rules' row); raises VerifyError naming the first row
+    that fails, else the counts. `rule_flags=False` (a build from an external flags file) drops the
+    false-claim check, which holds for the rules' flags only."""
     listed: dict[tuple[str, int], dict] = {}
-    for _, flag in _rows(flags):
+    for _, flag, _ in _rows(flags):
         listed[(flag["row_id"], flag["message_index"])] = flag
-    used, rows, spliced = 0, 0, 0
-    for pair_before, pair_after in itertools.zip_longest(_rows(base), _rows(output)):
+    used, rows, spliced, array = 0, 0, 0, MESSAGES_KEY[fmt]
+    for pair_before, pair_after in itertools.zip_longest(_rows(base, fmt), _rows(output, fmt)):
         if pair_before is None or pair_after is None:
             missing = "output" if pair_after is None else "base"
-            row = (pair_before or pair_after)[1]
+            row = (pair_before or pair_after)[2]
             raise VerifyError(f"row {row['row_id']!r}: no counterpart in the {missing} (row counts differ)")
-        (line_before, before), (line_after, after) = pair_before, pair_after
-        rid = before["row_id"]
-        if after.get("row_id") != rid:
-            raise VerifyError(f"row {rid!r}: the output has {after.get('row_id')!r} at this position")
-        if any(MASK_KEY in m for m in before["messages"]):
+        (line_before, before, canonical), (line_after, after, masked) = pair_before, pair_after
+        rid = canonical["row_id"]
+        if masked["row_id"] != rid:
+            raise VerifyError(f"row {rid!r}: the output has {masked['row_id']!r} at this position")
+        if any(MASK_KEY in m for m in canonical["messages"]):
             raise VerifyError(f"row {rid!r}: the base already carries {MASK_KEY}")
-        if _strip(after) != before:
+        if _strip(after, array) != before:
             raise VerifyError(f"row {rid!r}: differs from its input beyond {MASK_KEY}")
-        masks = sum(MASK_KEY in m for m in after["messages"])
+        masks = sum(MASK_KEY in m for m in after[array])
         if not _bytes_match(line_before, line_after, masks):
             raise VerifyError(f"row {rid!r}: its bytes differ from the input line beyond the {masks} added "
                               f"{MASK_KEY} member(s)")
         spliced += bool(masks)
-        assistants = [i for i, m in enumerate(after["messages"]) if m.get("role") == "assistant"]
-        for i, message in enumerate(after["messages"]):
+        assistants = [i for i, m in enumerate(masked["messages"]) if m.get("role") == "assistant"]
+        for i, message in enumerate(masked["messages"]):
             if MASK_KEY not in message:
                 continue
             flag = listed.get((rid, i))
@@ -92,8 +99,8 @@ def verify(base: Path, output: Path, flags: Path, *, known_broken_families: froz
             digest = hashlib.sha256(json.dumps(message.get("content"), ensure_ascii=False).encode()).hexdigest()
             if digest != flag["content_sha256"]:
                 raise VerifyError(f"row {rid!r}: message {i} content does not match its flag's digest")
-            if "false-claim" in flag["reasons"] and (i != assistants[-1] or not _trusted_failure(
-                    before.get("verifier", {}), known_broken_families)):
+            if rule_flags and "false-claim" in flag["reasons"] and (i != assistants[-1] or not _trusted_failure(
+                    canonical.get("verifier", {}), known_broken_families)):
                 raise VerifyError(f"row {rid!r}: message {i} masked as false-claim where the rule does not allow it")
             used += 1
         rows += 1
