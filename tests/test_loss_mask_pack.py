@@ -10,7 +10,9 @@ from apsft_dagster.core.loss_mask import LossMaskError
 from apsft_dagster.core.loss_mask.build import build
 from apsft_dagster.core.loss_mask.census import census
 from apsft_dagster.core.loss_mask.dataset import TOOLS, planted_rows
-from apsft_dagster.core.loss_mask.pack import pack_comparison, pack_rows, place
+from apsft_dagster.core.loss_mask.pack import pack_rows
+from apsft_dagster.core.loss_mask.pack_compare import pack_comparison
+from apsft_dagster.core.loss_mask.pack_place import place
 from apsft_dagster.core.loss_mask.spans import (TEMPLATE_FILE, chat_template_for, encode_row, render_spans,
                                                 span_anomalies)
 
@@ -151,8 +153,9 @@ def test_the_tokenizers_own_template_comes_first(tokenizer, template):
 
 def test_bad_input_is_refused_naming_the_line_or_row_and_empty_shards_keep_the_schema(tokenizer):
     line = json.dumps(HAND).encode()
-    with pytest.raises(LossMaskError, match=r"row 'hand-1': appears on lines 1 and 3; row ids must be unique"):
-        pack_rows([line, b"\n", line], tokenizer, pack_length=PACK, shards=1, seed=0)
+    # drops are accounted by input position (a stream keeps no set of ids): a repeated id is two rows
+    _, twice = pack_rows([line, b"\n", line], tokenizer, pack_length=PACK, shards=1, seed=0)
+    assert [(d["row"], d["row_id"]) for d in twice["dropped"]] == [(0, "hand-1"), (1, "hand-1")]
     with pytest.raises(LossMaskError, match="line 2: not valid JSON"):
         pack_rows([line, b"{"], tokenizer, pack_length=PACK, shards=1, seed=0)
     frames, report = pack_rows([line], tokenizer, pack_length=1024, shards=3, seed=0)  # HAND is over PACK
@@ -184,9 +187,10 @@ def test_packs_are_full_length_and_hold_exactly_the_kept_rows_as_rendered(tokeni
     over = {r for r, (ids, _) in rendered.items() if len(ids) > PACK}
     empty = {r for r, (ids, mask) in rendered.items() if len(ids) <= PACK and not any(mask)}
     assert over and empty  # the planted data exercises both drops
-    assert report["dropped"] == sorted(
-        ({"row_id": r, "reason": "over_limit" if r in over else "no_trainable", "tokens": len(rendered[r][0])}
-         for r in over | empty), key=lambda d: d["row_id"])
+    order = list(rendered)
+    assert report["dropped"] == [  # in input order, with each row's input position
+        {"row": order.index(r), "row_id": r, "reason": "over_limit" if r in over else "no_trainable",
+         "tokens": len(rendered[r][0])} for r in order if r in over | empty]
     packed, trained, pack_ids = Counter(), 0, []
     for shard, frame in enumerate(frames):
         assert frame["pack_id"].to_list() == sorted(frame["pack_id"]) and all(p % 3 == shard for p in frame["pack_id"])
@@ -228,7 +232,7 @@ def test_the_same_seed_packs_identically_and_another_seed_reorders(tokenizer, pl
 def test_base_and_masked_packings_compare_accounted_and_a_tampered_report_does_not(tokenizer, template, planted):
     base_lines, masked_lines, _, masked = planted
     _, base = pack_rows(base_lines, tokenizer, pack_length=PACK, shards=3, seed=11)
-    result = pack_comparison(base, masked)
+    result = pack_comparison(base, masked, base["dropped"], masked["dropped"])
     assert result["accounted"] and result["problems"] == []
     table = {r["metric"]: r for r in result["table"]}
     assert list(table) == ["rows_in", "rows_packed", "packs", "tokens", "efficiency", "rows_over_limit",
@@ -239,11 +243,11 @@ def test_base_and_masked_packings_compare_accounted_and_a_tampered_report_does_n
     lost_trained = sum(sum(render_spans(r, tokenizer, template)[1])
                        for r in map(json.loads, base_lines) if r["row_id"] in lost)
     assert base["trainable_tokens"] - masked["trainable_tokens"] == masked["masked_assistant_tokens"] + lost_trained
-    tampered = pack_comparison(base, {**masked, "tokens": masked["tokens"] + 1})
+    tampered = pack_comparison(base, {**masked, "tokens": masked["tokens"] + 1}, base["dropped"], masked["dropped"])
     assert not tampered["accounted"] and len(tampered["problems"]) == 1
     assert tampered["problems"][0].startswith(f"tokens: base - masked = {base['tokens'] - masked['tokens'] - 1} but")
     relabelled = [{**d, "reason": "over_limit"} if d["row_id"] == min(lost) else d for d in masked["dropped"]]
-    problems = pack_comparison(base, {**masked, "dropped": relabelled})["problems"]
+    problems = pack_comparison(base, masked, base["dropped"], relabelled)["problems"]
     assert any(p.startswith("rows_over_limit") for p in problems)
     assert any(min(lost) in p and "another reason" in p for p in problems)
 
@@ -295,12 +299,16 @@ def test_on_qwen35s_real_tokenizer_the_spans_are_the_hand_written_renderings(rea
     assert reasoned.input_ids.count(real_tokenizer.convert_tokens_to_ids("</think>")) == 2 and not reasoned.anomalies
 
 
-def test_a_template_that_drops_earlier_turns_reasoning_is_refused_by_name(real_tokenizer, template):
-    """Packing needs each turn's tokens to stay where rendering it alone put them: a template that
-    drops earlier turns' reasoning (as Qwen3.5's own does) would train a turn on text the whole row
-    never renders, so the row is refused naming the first turn it rewrites."""
-    with pytest.raises(LossMaskError, match=r"row 'reasoned-1': rendering messages\[:2\] is not a prefix"):
-        encode_row(REASONED, real_tokenizer, DROPS_EARLIER_REASONING)
-    single = {"row_id": "single", "messages": REASONED["messages"][:2]}  # no later user turn: nothing dropped
-    assert encode_row(single, real_tokenizer, DROPS_EARLIER_REASONING).input_ids == \
-        encode_row(single, real_tokenizer, template).input_ids
+def test_a_template_that_drops_earlier_turns_reasoning_packs_what_the_whole_row_renders(real_tokenizer, template):
+    """A template that drops earlier turns' reasoning (as Qwen3.5's own does) renders messages[:2] with
+    turn 1's thought but the whole row without it: turn 1 is then cut where the whole rendering puts it
+    (messages[:2] rendered before a probe user turn, reasoning.py lookahead_cut), so it trains on its answer
+    alone and the dropped thought is in neither the text nor the loss (this row was refused before)."""
+    encoded = encode_row(REASONED, real_tokenizer, DROPS_EARLIER_REASONING)
+    texts = [_decode(real_tokenizer, encoded.input_ids[a:b]) for _, a, b in encoded.spans]
+    assert texts == ["<|im_start|>user\nAdd 2 and 3.<|im_end|>\n", "<|im_start|>assistant\nANSWER: 5<|im_end|>\n",
+                     "<|im_start|>user\nAnd 4 more?<|im_end|>\n",
+                     "<|im_start|>assistant\n<think>\n5 + 4 = 9\n</think>\n\nANSWER: 9<|im_end|>\n"]
+    trained = _decode(real_tokenizer, [t for t, keep in zip(encoded.input_ids, encoded.loss_mask) if keep])
+    assert trained == "ANSWER: 5<|im_end|><think>\n5 + 4 = 9\n</think>\n\nANSWER: 9<|im_end|>"
+    assert not encoded.anomalies

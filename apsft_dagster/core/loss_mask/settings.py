@@ -14,6 +14,7 @@ class LossMask(Strict):
     pack_length: PosInt
     shards: PosInt
     pack_seed: NonNegInt
+    pack_window: PosInt = 1024  # input rows shuffled together before placement (pack_place.py); memory holds one
     workers: PosInt  # processes for the census and the build (ranges of one file; the result is byte-identical)
     demo_rows: PosInt  # rows of the generated dataset `apsft loss-mask demo` registers
 
