@@ -175,16 +175,11 @@ PACKED = {"openai": {"rows_in": 5, "rows_packed": 3, "rows_no_trainable": 2, "ro
 
 
 def _pack_counts(tmp_path, record, fmt):
-    from transformers import AutoTokenizer
-
-    from apsft_dagster.core.embedded.tokenizer import train_tokenizer
     from apsft_dagster.core.loss_mask.pack import pack_rows
-    from tiny import CORPUS
+    from tiny import tiny_tokenizer
 
-    train_tokenizer(CORPUS, 300).save_pretrained(tmp_path / "tok")
     lines = (tmp_path / "masked.jsonl").read_bytes().splitlines(keepends=True)
-    _, report = pack_rows(lines, AutoTokenizer.from_pretrained(tmp_path / "tok"), pack_length=4096, shards=1, seed=1,
-                          fmt=fmt)
+    _, report = pack_rows(lines, tiny_tokenizer(tmp_path / "tok"), pack_length=4096, shards=1, seed=1, fmt=fmt)
     assert {k: report[k] for k in PACKED[fmt]} == PACKED[fmt] and report["span_anomalies"] == 0
 
 

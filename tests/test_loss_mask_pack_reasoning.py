@@ -27,14 +27,9 @@ ROW = {"row_id": "r1", "messages": [
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
+    from tiny import tiny_tokenizer
 
-    from apsft_dagster.core.embedded.tokenizer import train_tokenizer
-    from tiny import CORPUS
-
-    path = tmp_path_factory.mktemp("tok")
-    train_tokenizer(CORPUS, 300).save_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
+    return tiny_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
 def _decode(tokenizer, ids) -> str:

@@ -19,14 +19,9 @@ PACK, WINDOW, SEED = 640, 7, 5
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    from transformers import AutoTokenizer
+    from tiny import tiny_tokenizer
 
-    from apsft_dagster.core.embedded.tokenizer import train_tokenizer
-    from tiny import CORPUS
-
-    path = tmp_path_factory.mktemp("tok")
-    train_tokenizer(CORPUS, 300).save_pretrained(path)
-    return AutoTokenizer.from_pretrained(path)
+    return tiny_tokenizer(tmp_path_factory.mktemp("tok"))
 
 
 @pytest.fixture(scope="module")

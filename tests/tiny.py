@@ -11,6 +11,16 @@ CORPUS = ["<|im_start|>user\nAdd 1 and 2.<|im_end|>\n<|im_start|>assistant\n<thi
           "ANSWER: 3<|im_end|>"] * 4
 
 
+def tiny_tokenizer(path):
+    """The tiny models' tokenizer, saved to `path` and loaded back as a model directory's would be."""
+    from transformers import AutoTokenizer
+
+    from apsft_dagster.core.embedded.tokenizer import train_tokenizer
+
+    train_tokenizer(CORPUS, 300).save_pretrained(path)
+    return AutoTokenizer.from_pretrained(path)
+
+
 def tiny_model(path, seed: int, layers: int = 1) -> str:
     """A real (random) Qwen3 saved with its tokenizer: enough to load, train, merge and generate."""
     import torch
