@@ -187,3 +187,15 @@ def test_filter_of_a_run_without_rollouts_says_so_and_writes_nothing(registered,
     assert "saved no rollout samples" in capsys.readouterr().err
     assert sorted(p.name for p in store.path("run_report/bare").iterdir()) == before
     assert export_filtered(store, "bare", CHAT, HackThresholds()) is None
+
+
+def test_validate_resolves_the_picked_signals_and_names_a_bad_entry(tmp_path, capsys):
+    from apsft_dagster.cli import main
+    from conftest import variant_config
+
+    good = variant_config(tmp_path, lambda raw: raw["run_report"].update(signals=["format_only", "unfaithful"]))
+    assert main(["validate", "--config", str(good)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "  run_report.signals: format_only, unfaithful"
+    bad = variant_config(tmp_path, lambda raw: raw["run_report"].update(signals=["no_such_pkg_xyz.signals:tic"]))
+    assert main(["validate", "--config", str(bad)]) != 0
+    assert "run_report.signals entry 'no_such_pkg_xyz.signals:tic': cannot import module" in capsys.readouterr().err

@@ -20,4 +20,8 @@ def validate(args: argparse.Namespace) -> int:
     print(f"{config.profile}: valid, digest {config.digest}")
     if config.rehearsal:
         print(f"  {declared(config)}")
+    if config.run_report is not None:  # each picked hack signal imported and tried on a probe sample
+        from apsft_dagster.core.run_report.signal_registry import selected_signals
+
+        print(f"  run_report.signals: {', '.join(selected_signals(config).names)}")
     return 0
