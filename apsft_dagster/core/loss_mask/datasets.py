@@ -23,7 +23,7 @@ from apsft_dagster.core.loss_mask.formats.staging import stage
 from apsft_dagster.core.loss_mask.names import lm_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.loss_mask.streams import LINE_BUFFER
-from apsft_dagster.core.store import Store, sha256_file
+from apsft_dagster.core.store import Store, dir_digests, fingerprint, sha256_file
 
 SOURCE = "source.json"
 
@@ -47,7 +47,7 @@ def register(store: Store, name: str, path: str | Path, *, fmt: str | None = Non
     staged_from = None
     if columnar:
         staged = store.path(lm_file(name, "staged.jsonl"))
-        staged_from = {"path": str(path), "sha256": _folder_sha256(path) if path.is_dir() else sha256_file(path)}
+        staged_from = {"path": str(path), "sha256": fingerprint(dir_digests(path)) if path.is_dir() else sha256_file(path)}
         staged_from["rows"] = stage(path, staged)
         path, fmt = staged, fmt or detect_format(staged)
     check_first_rows(path, fmt)
@@ -81,14 +81,6 @@ def _extras(name: str, flags, tokenizer, chat_template) -> dict:
         ExternalFlags(file)  # its shape, line by line, before the record names it
         out["flags"] = {"path": str(file), "sha256": sha256_file(file)}
     return out
-
-
-def _folder_sha256(folder: Path) -> str:
-    """One SHA-256 over a folder's files (relative path and content digest of each, in path order)."""
-    digest = hashlib.sha256()
-    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
-        digest.update(f"{file.relative_to(folder).as_posix()}\0{sha256_file(file)}\n".encode())
-    return digest.hexdigest()
 
 
 def dataset_format(record: dict) -> str:
