@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 DOCS = sorted((ROOT / "docs").glob("*.md"))
 LINKED_PAGES = [README, *DOCS, ROOT / "benchmarks" / "README.md"]
-README_MAX_LINES = 300
+README_MAX_LINES = 150
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
