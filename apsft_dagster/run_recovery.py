@@ -144,9 +144,9 @@ def unfinished(instance: dg.DagsterInstance) -> list[str]:
 def sweep_leftovers(store: str) -> list[Path]:
     """What killed processes left on disk: temp siblings in the store and the model cache
     (core/leftovers.py) and the second core's helper folders, each only where its process is gone."""
-    from apsft_dagster.workers.local import sweep_folders
     from apsft_dagster.core.leftovers import sweep
     from apsft_dagster.core.paths import model_cache_dir
+    from apsft_dagster.workers.local import sweep_folders
 
     cache = model_cache_dir()
     return [*([] if "://" in str(store) else sweep(store)), *(sweep(cache) if cache else []), *sweep_folders()]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 import dagster as dg
 
 from apsft_dagster.core.alerts import deliver
+from apsft_dagster.profile import Choice
 from apsft_dagster.run_recovery import release_abandoned, this_process
 from apsft_dagster.run_tags import RUNNER_TAG, single_run_tags
 from apsft_dagster.run_waiting import attended
@@ -120,16 +121,17 @@ def run_partition(defs: dg.Definitions, instance: dg.DagsterInstance, stages: Se
     return run_stages(defs, instance, stages, partition_keys=keys, **options)
 
 
-def run_wing_partition(stages: Sequence[Stage], partitions: str, key: str,
+def run_wing_partition(stages: Sequence[Stage], partitions: str, key: str, choice: Choice, store: str,
                        on_stage: Callable[[StageOutcome], None] = lambda outcome: None) -> bool:
-    """`run_partition` on this machine's instance with the merged definitions; False, after saying
-    where it stopped, when a run or a check failed (the sibling wings' commands)."""
-    from apsft_dagster.core.paths import ensure_dagster_home, store_root
-    from apsft_dagster.definitions import defs  # the definitions load only when a wing runs
-    from apsft_dagster.profile import definitions_config
+    """`run_partition` with the merged definitions for `choice` (profile, config file, store) on the
+    instance of `store` (the location the wing writes); False, after saying where it stopped, when a
+    run or a check failed (the sibling wings' commands)."""
+    from apsft_dagster.core.paths import ensure_dagster_home
+    from apsft_dagster.definitions import definitions_for  # the definitions load only when a wing runs
 
-    ensure_dagster_home(store_root(definitions_config().profile))  # the instance of the store the wing writes
-    outcomes = run_partition(defs, dg.DagsterInstance.get(), stages, partitions, key, on_stage=on_stage)
+    ensure_dagster_home(store)
+    outcomes = run_partition(definitions_for(*choice), dg.DagsterInstance.get(), stages, partitions, key,
+                             on_stage=on_stage)
     if not all(o.ok for o in outcomes):
         print(f"apsft: {key} stopped at {outcomes[-1].job}; `apsft ui` shows the failed run or check", file=sys.stderr)
         return False

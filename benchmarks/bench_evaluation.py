@@ -19,7 +19,7 @@ import polars as pl
 
 from apsft_dagster.core.analysis import stage_a_decision
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.engines.base import GenerationRequest
+from apsft_dagster.core.engines.base import GREEDY, GenerationRequest
 from apsft_dagster.core.engines.transformers_engine import TransformersEngine
 from apsft_dagster.core.evaluation.generations import eval_tasks
 from apsft_dagster.core.evaluation.summary import policy_figures
@@ -27,7 +27,6 @@ from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.protocol import IM_END, THINK_CLOSE, format_prompt
 from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import Store
-from apsft_dagster.core.engines.base import GREEDY
 
 
 def generation(store: Store, n_tasks: int, allowance: int) -> None:

@@ -17,10 +17,10 @@ import time
 import polars as pl
 import torch
 
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.engines.transformers_engine import TransformersEngine
 from apsft_dagster.core.harvest import HarvestTask, harvest_task
-from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.protocol import STOP_TOKENS, format_prompt
 from apsft_dagster.core.seeds import derive_seed

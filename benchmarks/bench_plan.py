@@ -112,10 +112,9 @@ def compare(rows: list[dict], times: dict[str, float]) -> list[tuple[str, float,
 
 
 def main() -> None:
-    import apsft_dagster  # noqa: F401  first: the CPU kernels are pinned before torch loads
-
     from bench_stages import Bench
 
+    import apsft_dagster  # noqa: F401  first: the CPU kernels are pinned before torch loads
     from apsft_dagster.core.config import load_config
     from apsft_dagster.core.engines.lifetime import pin_threads
     from apsft_dagster.core.paths import store_root

@@ -33,8 +33,8 @@ from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_rows,
 from apsft_dagster.core.rollouts import R1_SCHEMA
 from apsft_dagster.core.score_bank import SCORE_COLUMNS, SCORE_SCHEMA
 from apsft_dagster.core.seal import seal, validate_bank, verify_seal
-from apsft_dagster.core.selection.rules import select_arms
 from apsft_dagster.core.selection.arms import ARMS
+from apsft_dagster.core.selection.rules import select_arms
 from apsft_dagster.core.selection.sft_arms import load_candidates, manifest_entry, provenance
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.tasks.catalog import train_task_ids

@@ -14,8 +14,8 @@ import time
 import polars as pl
 import torch
 
-from apsft_dagster.core.config import load_config
 from apsft_dagster.core.base_model import base_model_path
+from apsft_dagster.core.config import load_config
 from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.protocol import BOUNDARY, format_answer, format_prompt, locate_spans
 from apsft_dagster.core.scoring import score_trace

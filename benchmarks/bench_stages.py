@@ -37,8 +37,15 @@ from apsft_dagster.core.harvest import HarvestTask, harvest_task
 from apsft_dagster.core.instruments import ReferenceInstrument
 from apsft_dagster.core.layout import TASK_CATALOG, TRACE_BANK, shard_file
 from apsft_dagster.core.paths import store_root
-from apsft_dagster.core.protocol import (BOUNDARY, IM_END, STOP_TOKENS, format_answer, format_prompt, locate_spans,
-                                         prompt_ids)
+from apsft_dagster.core.protocol import (
+    BOUNDARY,
+    IM_END,
+    STOP_TOKENS,
+    format_answer,
+    format_prompt,
+    locate_spans,
+    prompt_ids,
+)
 from apsft_dagster.core.rollouts import r1_rollouts
 from apsft_dagster.core.score_bank import score_task
 from apsft_dagster.core.seeds import derive_seed

@@ -31,9 +31,8 @@ def main() -> None:
     parser.add_argument("--store", required=True)
     args = parser.parse_args()
     os.environ.update(APSFT_PROFILE=args.profile)
-    from browser import Page, chromium, served_ui
-
     from apsft_dagster.definitions import defs
+    from browser import Page, chromium, served_ui
 
     started = time.perf_counter()
     with chromium() as driver, served_ui(Path(args.state), store=args.store, profile=args.profile) as (port, _):

@@ -156,10 +156,10 @@ def leftovers(state: Path) -> list[str]:
     import dagster as dg
     from dagster._core.instance.ref import InstanceRef
 
-    from apsft_dagster.workers.local import dead_folders
     from apsft_dagster.core.leftovers import dead_temps
     from apsft_dagster.core.paths import store_instance
     from apsft_dagster.run_recovery import unfinished
+    from apsft_dagster.workers.local import dead_folders
 
     found = [f"temp {p}" for p in dead_temps(state)] + [f"helper folder {p}" for p in dead_folders()]
     instance = dg.DagsterInstance.from_ref(InstanceRef.from_dir(str(store_instance(state / "store" / "smoke", state))))

@@ -38,9 +38,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # a device image w
 
 from apsft_dagster.core.gpu_rehearsal.journal import Journal  # noqa: E402
 from apsft_dagster.core.gpu_rehearsal.snapshot import REGISTERED, build_snapshot, model_config  # noqa: E402
-from apsft_dagster.core.gpu_rehearsal.timings import (time_merge, time_probe, time_scoring, time_training,  # noqa: E402
-                                                      time_transformers_generation, time_vllm_generation,
-                                                      time_vllm_prompt_logprobs)
+from apsft_dagster.core.gpu_rehearsal.timings import (  # noqa: E402
+    time_merge,
+    time_probe,
+    time_scoring,
+    time_training,
+    time_transformers_generation,
+    time_vllm_generation,
+    time_vllm_prompt_logprobs,
+)
 from apsft_dagster.core.paths import PROJECT_ROOT  # noqa: E402
 
 FEEDS = {"training.tokens_per_s": "the budget gate's envelope (training.throughput_tokens_per_s in configs/full.yaml) "

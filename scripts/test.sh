@@ -17,6 +17,8 @@ cd "$(dirname "$0")/.."
 export APSFT_BYTECODE=lazy
 unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh test
+lint=0  # ruff (the `dev` extra, pyproject's [tool.ruff]): import order, pyflakes, pycodestyle; reported, then the suite
+.venv/bin/ruff check --no-cache apsft_dagster tests scripts benchmarks || lint=$?
 mkdir -p .apsft
 log=.apsft/vllm-lane.log
 lane() {
@@ -34,4 +36,5 @@ lane_rc=0
 wait "$lane_pid" || lane_rc=$?
 cat "$log"
 if [ "$suite" != 0 ]; then exit "$suite"; fi
+if [ "$lint" != 0 ]; then echo "test: ruff found problems (above, before the suite); \`.venv/bin/ruff check --fix\` fixes most"; exit "$lint"; fi
 if [ "$lane_rc" != 0 ]; then echo "test: the vLLM lane failed (its log is above)"; exit "$lane_rc"; fi

@@ -61,8 +61,8 @@ def train_adapter(config, base: Path, out: Path) -> dict:
     from apsft_dagster.core.engines.lifetime import pin_threads
     from apsft_dagster.core.store import Store
     from apsft_dagster.core.training.checkpoint import Checkpoints
-    from apsft_dagster.core.training.lora import save_adapter
     from apsft_dagster.core.training.loop import attach_adapter, load_base, seed_everything, train
+    from apsft_dagster.core.training.lora import save_adapter
     from apsft_dagster.core.training.records import encode_rows, windows
 
     seed = config.seeds.experiment

@@ -8,7 +8,9 @@ import sys
 # process and the children the tests start inherit it; set OMP_NUM_THREADS to choose otherwise.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
+# isort: off
 import apsft_dagster  # noqa: F401  first: it pins the CPU kernels before anything imports torch (core/determinism.py)
+# isort: on
 from pathlib import Path
 
 import dagster as dg
@@ -99,18 +101,17 @@ def variant_config(tmp_path, edit, base: str = "smoke") -> Path:
 
 
 def smoke_resources(store_dir, **experiment_fields):
-    from apsft_dagster.resources import ExperimentResource, GenerationResource, ScoringResource, TrainingResource
+    from apsft_dagster.resources import ExperimentResource, resources_for
 
-    experiment = ExperimentResource(profile="smoke", store_dir=str(store_dir), **experiment_fields)
-    return {"experiment": experiment, "generator": GenerationResource(experiment=experiment),
-            "scorer": ScoringResource(experiment=experiment), "trainer": TrainingResource(experiment=experiment)}
+    return resources_for(ExperimentResource(profile="smoke", store_dir=str(store_dir), **experiment_fields))
 
 
-def smoke_definitions(store_dir, **experiment_fields) -> dg.Definitions:
-    """Every wing's assets, stage jobs and sensors over a test store (no alert sensors)."""
-    from apsft_dagster.definitions import WINGS
+def smoke_definitions(store_dir, config_path: str | None = None) -> dg.Definitions:
+    """Every wing's assets, stage jobs and sensors over a test store (no alert sensors), for smoke or a
+    variant of it (`config_path`: smoke's partitions, so the resource's digest guard is off)."""
+    from apsft_dagster.definitions import definitions_for
 
-    return dg.Definitions.merge(*WINGS, dg.Definitions(resources=smoke_resources(store_dir, **experiment_fields)))
+    return definitions_for("smoke", config_path, str(store_dir), alerts=False, checked=False)
 
 
 def run_partition(store_dir, stages, partitions: str, key: str):

@@ -197,12 +197,11 @@ def _audit_file(tmp_path, name: str, sql: str):
 def test_an_audit_over_evaluation_runs_after_evaluation(audited, tmp_path):
     """A throwaway audit over stage_a_eval joins the first audit-hosting stage after stage_a_eval_job
     (not sft_manifest_and_audits_job, where its inputs would not exist yet) and runs there."""
-    from conftest import smoke_resources
-
     from apsft_dagster.assets.audits import place_audits
     from apsft_dagster.experiment.stages import PLAN
     from apsft_dagster.runner import run_stages
     from apsft_dagster.stage import stage_assets, stage_jobs
+    from conftest import smoke_resources
 
     store, _, _ = audited
     audit = _audit_file(tmp_path, "eval_accuracy", "-- accuracy per policy and split\n"

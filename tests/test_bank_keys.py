@@ -13,14 +13,20 @@ import polars as pl
 import pytest
 import yaml
 
-from apsft_dagster.core import bank_keys
 from apsft_dagster.core.amendments import record_amendment
 from apsft_dagster.core.bank import export_bank, write_index
 from apsft_dagster.core.bank_key_check import RECOMPUTE_ENV, Keyer, check_bank, covers, preflight, store_changes
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import AmendmentError, KeyMismatchError
-from apsft_dagster.core.layout import (BASE_MODEL_REPORT, DESIGN_ANCHOR, SCORE_BANK, TASK_CATALOG, TRACE_BANK,
-                                       key_file, shard_file)
+from apsft_dagster.core.layout import (
+    BASE_MODEL_REPORT,
+    DESIGN_ANCHOR,
+    SCORE_BANK,
+    TASK_CATALOG,
+    TRACE_BANK,
+    key_file,
+    shard_file,
+)
 from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT
 from apsft_dagster.core.store import Store
 

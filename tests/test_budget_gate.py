@@ -6,10 +6,10 @@ from apsft_dagster.core.amendments import record_amendment
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import AmendmentError, BudgetError
 from apsft_dagster.core.layout import SFT_MANIFEST
+from apsft_dagster.core.policies import stage_a_policies
 from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.training.gate import budget_gate, estimate
-from apsft_dagster.core.policies import stage_a_policies
 
 TOKENS = dict(zip(ARMS, (7_129_440, 7_620_122, 6_999_860, 2_259_430, 3_308_702, 7_129_440)))  # registered, 2 epochs
 
@@ -89,8 +89,8 @@ def test_the_smoke_budget_decision_does_not_move_beside_a_busy_core(smoke_run):
     import subprocess
     import sys
 
-    from apsft_dagster.core.engines.lifetime import require_device
     from apsft_dagster.core.base_model import base_model_path
+    from apsft_dagster.core.engines.lifetime import require_device
     from apsft_dagster.core.training.gate import verified_manifest
     from apsft_dagster.core.training.policy import warmup_tokens_per_s
 

@@ -16,8 +16,7 @@ from apsft_dagster.cli import main
 from apsft_dagster.core.compare import compare_stores
 from apsft_dagster.core.config import canonical_json, load_config
 from apsft_dagster.core.errors import CompareError
-from apsft_dagster.core.layout import (DESIGN_ANCHOR, EVIDENCE_SEAL, STAGE_A_DECISION, arm_rows, eval_table,
-                                       shards_glob)
+from apsft_dagster.core.layout import DESIGN_ANCHOR, EVIDENCE_SEAL, STAGE_A_DECISION, arm_rows, eval_table, shards_glob
 from apsft_dagster.core.selection.arms import ARMS, arms_with
 from apsft_dagster.core.store import Store
 

@@ -6,14 +6,14 @@ import weakref
 
 import dagster as dg
 import pytest
-from conftest import variant_config
 
 from apsft_dagster import cli
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.engines.lifetime import require_device
 from apsft_dagster.core.errors import ConfigError, DeviceError
+from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.resources import ExperimentResource, GenerationResource
+from conftest import variant_config
 
 
 def _snapshot(path):

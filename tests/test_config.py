@@ -6,8 +6,8 @@ import pytest
 
 from apsft_dagster.cli import main
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.errors import ConfigError
+from apsft_dagster.core.paths import local_model_dir
 from conftest import variant_config
 
 
@@ -126,10 +126,9 @@ def test_the_sibling_sections_are_optional_and_outside_the_digest(tmp_path, caps
     """A profile without loss_mask and run_report is a valid experiment profile with the same
     digest; the sibling systems then say which section they need, and the experiment's generation
     audit falls back to the hack thresholds' defaults."""
-    from conftest import variant_config
-
     from apsft_dagster.cli import main
     from apsft_dagster.core.run_report.settings import HackThresholds, hack_thresholds
+    from conftest import variant_config
 
     path = variant_config(tmp_path, lambda raw: (raw.pop("loss_mask"), raw.pop("run_report")))
     bare, smoke = load_config(path=path), load_config("smoke")

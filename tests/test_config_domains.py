@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from apsft_dagster.cli import main
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.domains import Domain, _num, domain_table, domains
+from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT
 
 SMOKE = yaml.safe_load((CONFIG_DIR / "smoke.yaml").read_text())

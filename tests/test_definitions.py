@@ -7,9 +7,9 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.paths import PROJECT_ROOT
+from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.tasks.catalog import train_task_ids
 from apsft_dagster.definitions import defs
 from apsft_dagster.experiment.partitions import train_task_partitions

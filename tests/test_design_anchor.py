@@ -8,8 +8,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from conftest import moto_s3, variant_config
-from fuzzing import fuzz_settings, judge, mutated_bytes, mutated_document
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -24,6 +22,8 @@ from apsft_dagster.core.layout import DESIGN_ANCHOR, PARITY_GATE, TRACE_BANK, sh
 from apsft_dagster.core.object_store import ObjectStore
 from apsft_dagster.core.seal import SEALED_CODE, code_digests
 from apsft_dagster.core.store import Store, sha256_bytes
+from conftest import moto_s3, variant_config
+from fuzzing import fuzz_settings, judge, mutated_bytes, mutated_document
 
 SMOKE = load_config("smoke")
 WHEN = "2026-12-01T09:30:00+00:00"

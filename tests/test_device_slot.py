@@ -15,9 +15,8 @@ import dagster as dg
 import pytest
 
 from apsft_dagster.cli.experiment.gpu_guard import gpu_guard, holds_device
-from apsft_dagster.core.config import load_config
+from apsft_dagster.core.config import Ray, load_config
 from apsft_dagster.core.device_slot import LOCK, RECORD, current_holder, device_slot
-from apsft_dagster.core.ray_settings import Ray
 from apsft_dagster.core.waiting import Holder
 from apsft_dagster.runner import run_stages
 from apsft_dagster.stage import Stage

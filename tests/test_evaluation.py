@@ -98,10 +98,8 @@ def test_the_smoke_stage_a_tables_and_verdict_follow_from_the_rules(smoke_run):
 
 
 def test_the_report_is_written_with_its_plots(smoke_run):
-    from apsft_dagster.core.layout import REPORT_MARKDOWN, report_plot
+    from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_B_DECISION, report_plot
     from apsft_dagster.core.report import PLOTS
-
-    from apsft_dagster.core.layout import STAGE_B_DECISION
 
     _, store = smoke_run
     text = store.get_bytes(REPORT_MARKDOWN).decode()
@@ -129,10 +127,9 @@ def test_batched_greedy_equals_one_at_a_time_on_the_smoke_splits(smoke_run):
     """The stored base generations (batched, batches of 32) against the same requests one at a time:
     every third task, so each batch and each split is sampled (benchmarks/bench_evaluation.py
     compares all 72 and prints the count)."""
-    from apsft_dagster.core.engines.base import GenerationRequest
+    from apsft_dagster.core.engines.base import GREEDY, GenerationRequest
     from apsft_dagster.core.engines.transformers_engine import TransformersEngine
     from apsft_dagster.core.protocol import IM_END, format_prompt
-    from apsft_dagster.core.engines.base import GREEDY
 
     _, store = smoke_run
     config = load_config("smoke")

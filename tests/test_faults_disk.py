@@ -10,16 +10,16 @@ import subprocess
 
 import dagster as dg
 import pytest
-from conftest import smoke_definitions
 
+from apsft_dagster.core.errors import StoreWriteError
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT
 from apsft_dagster.core.loss_mask.dataset import dataset_lines
 from apsft_dagster.core.loss_mask.datasets import register
-from apsft_dagster.core.errors import StoreWriteError
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store
 from apsft_dagster.loss_mask.partitions import LM_DATASET
 from apsft_dagster.loss_mask.stages import LOSS_MASK_STAGES
 from apsft_dagster.runner import run_partition
+from conftest import smoke_definitions
 
 ROWS, SEED, PAGE = 300, 11, 4096
 

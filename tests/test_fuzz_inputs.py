@@ -5,8 +5,8 @@ the file, and writes nothing. Bounded here (60 inputs per reader, fixed seed); b
 runs the same longer."""
 
 import io
-import re
 import json
+import re
 import shutil
 import tempfile
 from pathlib import Path

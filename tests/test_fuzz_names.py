@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from apsft_dagster.cli import main
+from apsft_dagster.cli.experiment.run import _partition_keys
 from apsft_dagster.core.errors import ApsftError
 from apsft_dagster.core.names import check_name
-from apsft_dagster.cli.experiment.run import _partition_keys
 from apsft_dagster.experiment.stages import STAGES
 from apsft_dagster.runner import check_partition_keys
 from fuzzing import fuzz_settings, record

@@ -3,11 +3,11 @@
 import polars as pl
 import pytest
 
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.embedded.tokenizer import train_tokenizer
 from apsft_dagster.core.engines.base import Completion, GenerationRequest, cut_at_stop
 from apsft_dagster.core.harvest import HarvestTask, harvest_task
-from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.protocol import IM_END, STOP_TOKENS, THINK_CLOSE, format_prompt, format_record
 from apsft_dagster.core.seeds import derive_seed
 

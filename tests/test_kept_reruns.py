@@ -6,9 +6,9 @@ import shutil
 
 import dagster as dg
 
+from apsft_dagster.core.config import load_config
 from apsft_dagster.core.layout import GENERATION_AUDIT, GENERATION_AUDIT_INPUTS, probe_report
 from apsft_dagster.core.policies import stage_a_policies
-from apsft_dagster.core.config import load_config
 from apsft_dagster.core.store import Store
 from conftest import StageRuns, smoke_definitions
 

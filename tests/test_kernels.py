@@ -10,10 +10,9 @@ import pytest
 
 from apsft_dagster import cli
 from apsft_dagster.core import kernel_notice, kernels
-from apsft_dagster.core.config import load_config
+from apsft_dagster.core.config import Gpu, load_config
 from apsft_dagster.core.engines.lifetime import preflight
 from apsft_dagster.core.errors import KernelError
-from apsft_dagster.core.gpu_settings import Gpu
 from apsft_dagster.core.kernels import KERNELS, has_linear_attention, import_errors, probe_in_child, require_kernels
 
 UNDEFINED = ("/venv/lib/python3.11/site-packages/causal_conv1d_cuda.cpython-311-x86_64-linux-gnu.so: undefined "

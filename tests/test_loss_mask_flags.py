@@ -8,13 +8,13 @@ import io
 import json
 
 import pytest
-from test_loss_mask_formats import CHAT, CHAT_EXPECTED, EXAMPLES, _run, _sha, _write
 
 from apsft_dagster.core.loss_mask.datasets import register
 from apsft_dagster.core.loss_mask.flags_file import ExternalFlags
 from apsft_dagster.core.loss_mask.parallel import build_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.store import Store
+from test_loss_mask_formats import CHAT, CHAT_EXPECTED, EXAMPLES, _run, _sha, _write
 
 
 def _flags(tmp_path, lines):

@@ -12,9 +12,9 @@ from collections import Counter
 import pytest
 
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT
-from apsft_dagster.core.loss_mask.names import lm_file
 from apsft_dagster.core.loss_mask.dataset import dataset_lines, planted_rows
 from apsft_dagster.core.loss_mask.datasets import register
+from apsft_dagster.core.loss_mask.names import lm_file
 from apsft_dagster.core.store import Store
 
 ROWS, SEED = 300, 11

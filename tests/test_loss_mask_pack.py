@@ -13,8 +13,13 @@ from apsft_dagster.core.loss_mask.dataset import TOOLS, planted_rows
 from apsft_dagster.core.loss_mask.pack import pack_rows
 from apsft_dagster.core.loss_mask.pack_compare import pack_comparison
 from apsft_dagster.core.loss_mask.pack_place import place
-from apsft_dagster.core.loss_mask.spans import (TEMPLATE_FILE, chat_template_for, encode_row, render_spans,
-                                                span_anomalies)
+from apsft_dagster.core.loss_mask.spans import (
+    TEMPLATE_FILE,
+    chat_template_for,
+    encode_row,
+    render_spans,
+    span_anomalies,
+)
 
 PACK = 768  # the planted rows run to about 1000 tokens here, so some are over the limit
 END = "<|im_end|>"

@@ -12,12 +12,11 @@ from collections.abc import Callable
 import dagster as dg
 import pytest
 
-from apsft_dagster.experiment.assets.base_model import base_model
-from apsft_dagster.core.config import load_config
+from apsft_dagster.core.base_model import inspect_model_dir
 from apsft_dagster.core.layout import BASE_MODEL_REPORT as REPORT
 from apsft_dagster.core.layout import TASK_CATALOG
-from apsft_dagster.core.base_model import inspect_model_dir
 from apsft_dagster.core.store import Store
+from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.resources import ExperimentResource, ScoringResource
 
 

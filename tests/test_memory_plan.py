@@ -9,8 +9,14 @@ import torch
 
 from apsft_dagster.cli import main
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.plan.memory import (REGISTERED_CONFIG, lora_params, memory_notes, memory_plan, text_params,
-                                            vision_params)
+from apsft_dagster.core.plan.memory import (
+    REGISTERED_CONFIG,
+    lora_params,
+    memory_notes,
+    memory_plan,
+    text_params,
+    vision_params,
+)
 
 H100 = 85_029_615_043  # round(79.19 GiB)
 QWEN35 = json.loads(REGISTERED_CONFIG.read_text())
@@ -44,7 +50,7 @@ def counted(model) -> int:
 
 
 def test_the_counts_equal_transformers_on_small_configs_of_both_layouts():
-    from transformers import Qwen3Config, Qwen3ForCausalLM, Qwen3_5Config, Qwen3_5ForConditionalGeneration
+    from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration, Qwen3Config, Qwen3ForCausalLM
 
     with torch.device("meta"):
         qwen3 = Qwen3ForCausalLM(Qwen3Config(**SMALL_TEXT))

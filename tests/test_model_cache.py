@@ -6,14 +6,14 @@ import subprocess
 import sys
 
 import pytest
-from conftest import variant_config
 
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.embedded.build import build_embedded
 from apsft_dagster.core.embedded.cache import ENTRY, cache_key, embedded_model
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import dir_digests, fingerprint
+from conftest import variant_config
 
 PROMPTS = ["a prompt of the catalog", "another one"]
 

@@ -13,19 +13,18 @@ import time
 
 import dagster as dg
 import pytest
-from conftest import moto_s3, smoke_resources
 
-from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import InheritedBank, export_bank
-from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, StorePathError
-from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
+from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG, key_file, shard_file
 from apsft_dagster.core.layout import TRACE_BANK as BANK
-from apsft_dagster.core.layout import key_file, shard_file
 from apsft_dagster.core.object_store import ObjectStore, open_store
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store
+from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.run_tags import single_run_tags
+from conftest import moto_s3, smoke_resources
 
 KEYS = train_task_partitions.get_partition_keys()
 BUCKET = "apsft"

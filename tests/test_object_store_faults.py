@@ -6,12 +6,12 @@ succeeds with the same bytes; what still fails is named by its URL, leaves nothi
 import os
 
 import pytest
-from conftest import moto_s3
-from fault_proxy import Fault, FaultProxy
 
 from apsft_dagster.core.errors import ObjectStoreError
 from apsft_dagster.core.object_store import open_store
 from apsft_dagster.core.store import RECEIPT_SUFFIX
+from conftest import moto_s3
+from fault_proxy import Fault, FaultProxy
 
 BUCKET = "faults"
 DATA = b'{"rows": ' + b"[1, 2, 3], " * 2000 + b'"end": 1}'

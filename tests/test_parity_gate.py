@@ -10,7 +10,6 @@ import shutil
 import dagster as dg
 import polars as pl
 import pytest
-from conftest import smoke_definitions, variant_config
 
 from apsft_dagster.assets.common import check_result
 from apsft_dagster.cli.experiment.presentation import summary
@@ -24,6 +23,7 @@ from apsft_dagster.core.store import Store
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.runner import run_stages, select_stages
 from apsft_dagster.stage import Stage
+from conftest import smoke_definitions, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 FAILED = "the fast instrument failed its parity gate: joint_gain 0.692447 > 0.15"

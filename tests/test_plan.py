@@ -12,13 +12,13 @@ import polars as pl
 import pytest
 
 from apsft_dagster.cli import main
-from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import ConfigError, PlanError
 from apsft_dagster.core.harvest import TRACE_SCHEMA
 from apsft_dagster.core.layout import SFT_MANIFEST, STAGE_B_PLAN, TRACE_BANK, shard_file
 from apsft_dagster.core.plan import plan, registered
 from apsft_dagster.core.plan.pricing import fmt_hours
+from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.tasks.catalog import train_task_ids
 from conftest import variant_config

@@ -65,9 +65,8 @@ def test_without_the_pool_limit_the_gpu_assets_do_overlap(tmp_path, monkeypatch)
 
 def _stale_run(instance, process: str) -> str:
     """A pool_job run recorded as STARTED by `process`, holding the gpu pool's one slot."""
-    from pool_defs import pool_job
-
     from apsft_dagster.run_tags import RUNNER_TAG
+    from pool_defs import pool_job
 
     run = instance.create_run_for_job(pool_job(), status=dg.DagsterRunStatus.STARTED,
                                       tags={RUNNER_TAG: process})

@@ -15,16 +15,16 @@ import shutil
 import dagster as dg
 import psycopg2
 import pytest
-from conftest import StageRuns, smoke_definitions
-from pg_server import DATABASE, PASSWORD, USER, restart, running_server
 
 from apsft_dagster.core.alerts import alert_path
-from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.layout import shard_file
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import Store
 from apsft_dagster.experiment.partitions import train_task_partitions
-from apsft_dagster.runner import StageOutcome, run_stages
 from apsft_dagster.experiment.stages import STAGES
+from apsft_dagster.runner import StageOutcome, run_stages
+from conftest import StageRuns, smoke_definitions
+from pg_server import DATABASE, PASSWORD, USER, restart, running_server
 
 DEPLOY_YAML = PROJECT_ROOT / "deploy" / "dagster.yaml"
 STAGE = {s.job: s for s in STAGES}

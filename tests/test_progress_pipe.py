@@ -26,4 +26,4 @@ def test_the_harvest_reports_its_tasks_through_a_pipe_while_it_runs(cli_run):
     total = live[0][1]
     assert live[0][0] == 1 and live[-1][0] == total and 3 <= len(live) < total, live  # throttled, not every task
     assert FALLBACK not in "\n".join(lines)
-    assert 1 <= sum(NOTICE in line for line in lines) <= STAGE_PROCESSES, [l for l in lines if NOTICE in l]
+    assert 1 <= sum(NOTICE in line for line in lines) <= STAGE_PROCESSES, [line for line in lines if NOTICE in line]

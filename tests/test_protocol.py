@@ -3,7 +3,13 @@ from transformers import PreTrainedTokenizerFast
 
 from apsft_dagster.core.embedded.tokenizer import train_tokenizer
 from apsft_dagster.core.protocol import (
-    BOUNDARY, IM_END, SPECIAL_TOKENS, format_answer, format_prompt, format_record, locate_spans,
+    BOUNDARY,
+    IM_END,
+    SPECIAL_TOKENS,
+    format_answer,
+    format_prompt,
+    format_record,
+    locate_spans,
 )
 
 

@@ -168,9 +168,8 @@ def test_b_full_scores_one_record_per_forward_and_smoke_batches_within_the_state
 
 
 def test_b_the_scoring_resource_builds_the_reference_instrument_as_the_profile_says(tmp_path, monkeypatch):
-    from conftest import variant_config
-
     from apsft_dagster.resources import ExperimentResource, ScoringResource
+    from conftest import variant_config
 
     monkeypatch.setattr(ScoringResource, "_model", lambda self: ("model", "tokenizer", "path"))
     built = {}
@@ -184,9 +183,8 @@ def test_b_the_scoring_resource_builds_the_reference_instrument_as_the_profile_s
 
 def test_b_smoke_keeps_its_digest_and_full_is_the_registered_instrument(monkeypatch, tmp_path):
     """The new key leaves smoke's digest (every receipt binds it) and changes full's."""
+    from apsft_dagster.core.config import LATE_FIELDS
     from conftest import variant_config
-
-    from apsft_dagster.core.config_sections import LATE_FIELDS
 
     assert LATE_FIELDS["scoring.reference_batch_tokens"] == 8192
     smoke = load_config("smoke")
@@ -231,7 +229,7 @@ def _results(correct: dict[str, int], tasks: int = 10) -> pl.DataFrame:
 
 
 def _leads(correct: dict[str, int]) -> dict:
-    return stage_a_decision(_results(correct), n_resamples=200, seed=0)
+    return stage_a_decision(_results(correct), thresholds=load_config("smoke").stage_b, n_resamples=200, seed=0)
 
 
 def test_d_shortest_leads_only_as_the_strongest_of_the_six_trace_arms():

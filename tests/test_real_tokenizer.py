@@ -3,7 +3,6 @@ on a varied corpus: every task family's prompts, thoughts and answers, whole rec
 chat-template renderings, and text that stresses the pattern (combining marks, CJK, emoji, digit
 and whitespace runs, contractions, carriage returns). The protocol's markers sit at their real ids."""
 
-import json
 import random
 import unicodedata
 
@@ -11,8 +10,18 @@ import pytest
 
 from apsft_dagster.core.config import KNOWN_FAMILIES
 from apsft_dagster.core.embedded.layout import chat_template
-from apsft_dagster.core.protocol import (BOUNDARY, IM_END, IM_START, PAD, THINK_CLOSE, THINK_OPEN, format_answer,
-                                         format_prompt, format_record, format_thought)
+from apsft_dagster.core.protocol import (
+    BOUNDARY,
+    IM_END,
+    IM_START,
+    PAD,
+    THINK_CLOSE,
+    THINK_OPEN,
+    format_answer,
+    format_prompt,
+    format_record,
+    format_thought,
+)
 from apsft_dagster.core.qwen35.tokenizer import embedding_rows, qwen35_source, write_qwen35_tokenizer
 from apsft_dagster.core.tasks import STEPS_BY_LEVEL, generate
 

@@ -17,9 +17,10 @@ from typing import get_args
 import pytest
 from pydantic import ValidationError
 
-from apsft_dagster.core.selection.arms import ARMS, Rule
 from apsft_dagster.core.config import KNOWN_FAMILIES, Split
+from apsft_dagster.core.domains import domains
 from apsft_dagster.core.paths import PROJECT_ROOT
+from apsft_dagster.core.selection.arms import ARMS, Rule
 from apsft_dagster.core.selection.rules import CROSS_TASK_RULES, TASK_RULES
 from apsft_dagster.core.tasks import BUILDERS, STEPS_BY_LEVEL, generate
 from solvers import SOLVERS
@@ -141,9 +142,10 @@ def test_a_throwaway_arm_is_one_row(tmp_path):
 
 
 def test_the_family_registry_is_the_config_s_only_list_of_families():
-    """BUILDERS is the one list: the config's family literal is its names in its order, a name
-    outside it is refused, and every entry builds a task at every level (and has its solver)."""
-    literal = get_args(get_args(Split.model_fields["families"].annotation)[0])
+    """BUILDERS is the one list: the config's families (the domain its model declares) are its names in its
+    order, a name outside it is refused, and every entry builds a task at every level (and has its solver)."""
+    (families,) = [d for d in domains(Split) if d.field == "families"]
+    literal = families.item.choices
     assert literal == KNOWN_FAMILIES == tuple(BUILDERS)
     assert Split(families=list(BUILDERS), levels=[1], per_cell=1, total=len(BUILDERS)).families == list(BUILDERS)
     with pytest.raises(ValidationError, match="nonesuch"):

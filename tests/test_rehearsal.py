@@ -11,11 +11,16 @@ import dagster as dg
 import pytest
 import yaml
 
-from apsft_dagster.core.config import UNSEALED_SECTIONS, canonical_json, load_config
-from apsft_dagster.core.config_sections import late_defaults_dropped
+from apsft_dagster.core.config import (
+    TRIGGER_FIELDS,
+    UNSEALED_SECTIONS,
+    canonical_json,
+    late_defaults_dropped,
+    load_config,
+)
 from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.paths import CONFIG_DIR
-from apsft_dagster.core.rehearsal import LABEL, TRIGGER_FIELDS
+from apsft_dagster.core.rehearsal import LABEL
 
 REHEARSAL = CONFIG_DIR / "laptop_rehearsal.yaml"
 SMOKE = CONFIG_DIR / "smoke.yaml"
@@ -117,9 +122,9 @@ def test_a_rehearsal_on_a_finished_store_keeps_stage_a_and_labels_every_verdict(
     """Every stage of a smoke rehearsal on a copy of command 1's store: every Stage A byte stays (the
     seal verifies as smoke's); the decision, Stage B's verdict, the report and the CLI's verdict line
     are the rehearsal's, labelled, with the registered thresholds' verdict beside them."""
+    from apsft_dagster.cli.experiment.presentation import verdict_line
     from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION
     from apsft_dagster.core.store import Store
-    from apsft_dagster.cli.experiment.presentation import verdict_line
     from apsft_dagster.experiment.stages import STAGES
     from apsft_dagster.runner import run_stages
     from conftest import smoke_definitions

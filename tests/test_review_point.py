@@ -12,17 +12,17 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from fuzzing import fuzz_settings, judge, mutated_bytes, mutated_document
 from hypothesis import given
 from hypothesis import strategies as st
 
 from apsft_dagster.core import review
+from apsft_dagster.core.config import POINTS
 from apsft_dagster.core.errors import ApsftError, ReviewError
 from apsft_dagster.core.layout import REVIEW_LOG
 from apsft_dagster.core.paths import PROJECT_ROOT
-from apsft_dagster.core.review_settings import POINTS
 from apsft_dagster.core.store import Store, sha256_bytes
 from apsft_dagster.experiment.stages import REVIEW_POINTS, STAGES
+from fuzzing import fuzz_settings, judge, mutated_bytes, mutated_document
 
 ORDER = [s.job for s in STAGES]
 SEAL, SELECTION = REVIEW_POINTS["seal"], REVIEW_POINTS["selection"]
@@ -100,10 +100,9 @@ def test_an_edited_review_log_is_refused_by_line(tmp_path):
 def test_the_profile_key_pauses_as_the_flag_does_and_by_goes_with_resume(tmp_path):
     import argparse
 
-    from conftest import variant_config
-
     from apsft_dagster.cli.experiment.review_point import before_run
     from apsft_dagster.core.config import load_config
+    from conftest import variant_config
 
     config = load_config(path=variant_config(tmp_path, lambda raw: raw.update(review={"pause_after": ["selection"]})))
     assert config.digest == load_config("smoke").digest  # outside the digest: no receipt moves

@@ -13,8 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from apsft_dagster.core.errors import ConfigError
-from apsft_dagster.core.run_report import HackThresholds, hack_signals, load_run
-from apsft_dagster.core.run_report import signal_registry
+from apsft_dagster.core.run_report import HackThresholds, hack_signals, load_run, signal_registry
 from apsft_dagster.core.run_report.post_filter import export_filtered, filter_rollouts
 from apsft_dagster.core.run_report.registry import register
 from apsft_dagster.core.run_report.samples import sample_table

@@ -5,16 +5,16 @@ import shutil
 
 import dagster as dg
 import pytest
-from conftest import smoke_definitions
 
 from apsft_dagster.core.alerts import alert_path
 from apsft_dagster.core.layout import TRACE_BANK, shard_file
 from apsft_dagster.core.paths import ensure_dagster_home
 from apsft_dagster.core.store import Store
 from apsft_dagster.experiment.partitions import train_task_partitions
-from apsft_dagster.runner import key_ranges, run_stages, select_stages, workspace_origin
 from apsft_dagster.experiment.stages import STAGES
+from apsft_dagster.runner import key_ranges, run_stages, select_stages, workspace_origin
 from apsft_dagster.stage import Stage
+from conftest import smoke_definitions
 
 KEYS = train_task_partitions.get_partition_keys()
 

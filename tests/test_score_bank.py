@@ -7,16 +7,15 @@ import shutil
 import dagster as dg
 import polars as pl
 import pytest
-from conftest import smoke_resources, variant_config
 
-from apsft_dagster.experiment.assets.score_bank import parity_gate, score_bank
-from apsft_dagster.core.errors import ParityError
 from apsft_dagster.core.instruments import BatchedInstrument
 from apsft_dagster.core.layout import PARITY_GATE
 from apsft_dagster.core.parity import METRICS, calibration_traces, parity_report
 from apsft_dagster.core.store import Store
+from apsft_dagster.experiment.assets.score_bank import parity_gate, score_bank
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.run_tags import single_run_tags
+from conftest import smoke_resources, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 

@@ -6,7 +6,6 @@ import shutil
 import dagster as dg
 import polars as pl
 import pytest
-from conftest import smoke_resources, variant_config
 
 from apsft_dagster.core import amendments
 from apsft_dagster.core.bank import bank_index
@@ -15,6 +14,7 @@ from apsft_dagster.core.errors import AmendmentError, SealError
 from apsft_dagster.core.layout import AMENDMENT_LOG, EVIDENCE_SEAL, R1_BANK, SCORE_BANK, shard_file
 from apsft_dagster.core.seal import code_digests, seal, validate_bank, verify_seal
 from apsft_dagster.core.store import Store, sha256_file
+from conftest import smoke_resources, variant_config
 
 
 @pytest.fixture

@@ -5,10 +5,9 @@ import polars as pl
 import pytest
 from scipy.optimize import linear_sum_assignment
 
-from apsft_dagster.core.selection.assignment import min_cost_assignment
-from apsft_dagster.core.errors import InfeasibleAssignmentError
-from apsft_dagster.core.errors import BalanceError
+from apsft_dagster.core.errors import BalanceError, InfeasibleAssignmentError
 from apsft_dagster.core.selection import select_arms  # the public path (README)
+from apsft_dagster.core.selection.assignment import min_cost_assignment
 from apsft_dagster.core.selection.rules import distances_to_best, skeletons, structural_distance, top_traces
 
 

@@ -10,10 +10,10 @@ import sys
 import polars as pl
 import pytest
 
-from apsft_dagster.core.config import load_config
-from apsft_dagster.core.paths import PROJECT_ROOT
-from apsft_dagster.core.layout import SFT_MANIFEST, TRACE_BANK, arm_file, arm_rows, shard_file
 from apsft_dagster.core.base_model import load_tokenizer
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.layout import SFT_MANIFEST, TRACE_BANK, arm_file, arm_rows, shard_file
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.protocol import format_record
 from apsft_dagster.core.selection.arms import ARMS
 

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
+from apsft_dagster.core.base_model import inspect_model_dir
 from apsft_dagster.core.config import Markers, load_config
 from apsft_dagster.core.errors import ConfigError, ModelDirectoryError, TrainingError
-from apsft_dagster.core.base_model import inspect_model_dir
 from apsft_dagster.core.snapshot import check_chat_template
 from apsft_dagster.core.training.lora import target_modules
 from conftest import variant_config

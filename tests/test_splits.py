@@ -3,7 +3,11 @@ import pytest
 
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.tasks.catalog import (
-    build_catalog, check_answer_not_in_prompt, check_cell_counts, check_firewall, train_task_ids,
+    build_catalog,
+    check_answer_not_in_prompt,
+    check_cell_counts,
+    check_firewall,
+    train_task_ids,
 )
 from apsft_dagster.core.tasks.splits import render_second
 

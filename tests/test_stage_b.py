@@ -5,8 +5,17 @@ import pytest
 
 from apsft_dagster.core.config import StageB
 from apsft_dagster.core.selection.arms import ARMS
-from apsft_dagster.core.stage_b import (MISSION, POSITIVE, REPLICATED, comparison, final_verdict, matched_compute,
-                                        matched_vote, replication, winner)
+from apsft_dagster.core.stage_b import (
+    MISSION,
+    POSITIVE,
+    REPLICATED,
+    comparison,
+    final_verdict,
+    matched_compute,
+    matched_vote,
+    replication,
+    winner,
+)
 
 RULES = StageB(min_gain=0.03, min_lower_bound=0.0, max_parse_rate_loss=0.02, max_family_macro_loss=0.02, k_samples=4)
 

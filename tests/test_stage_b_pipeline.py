@@ -17,8 +17,17 @@ import pytest
 from pydantic import PrivateAttr
 
 from apsft_dagster.core.engines.base import Completion
-from apsft_dagster.core.layout import (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN, TASK_CATALOG,
-                                       merged_dir, merged_report, stage_b_sample_table, stage_b_table)
+from apsft_dagster.core.layout import (
+    REPORT_MARKDOWN,
+    STAGE_A_DECISION,
+    STAGE_B_DECISION,
+    STAGE_B_PLAN,
+    TASK_CATALOG,
+    merged_dir,
+    merged_report,
+    stage_b_sample_table,
+    stage_b_table,
+)
 from apsft_dagster.core.protocol import prompt_ids
 from apsft_dagster.core.store import Store
 from apsft_dagster.resources import GenerationResource
@@ -159,10 +168,10 @@ def test_the_ladder_reaches_mission_positive_with_the_scripted_figures(triggered
 
 
 def test_released_weights_keep_receipts_and_refuse_evaluation(triggered, tmp_path):
-    from apsft_dagster.experiment.assets.evaluation import model_of
-    from apsft_dagster.experiment.assets.stage_b import released_policies
     from apsft_dagster.core.config import load_config
     from apsft_dagster.core.policies import stage_a_policies
+    from apsft_dagster.experiment.assets.evaluation import model_of
+    from apsft_dagster.experiment.assets.stage_b import released_policies
 
     store, _, _ = triggered
     config = load_config("smoke")

@@ -15,7 +15,6 @@ from apsft_dagster.core.store import Store
 from apsft_dagster.core.store_owner import OWNER_FILE, adopt, refuse_another
 
 
-
 def claim(store, config, location) -> str | None:
     """What `apsft run` does with the two (cli/experiment/run.py): refuse first, record once it runs."""
     return adopt(store, config, location) if refuse_another(store, config, location) else None

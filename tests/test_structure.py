@@ -2,13 +2,17 @@
 import from a lower layer up to a higher one (`LAYERS`), no wing importing another, no module over
 300 lines, no function over 60, no line over the length pyproject.toml sets.
 
-Imports count wherever they are written (a function-level import closes a circle as surely as a
-top-level one); only those under `if TYPE_CHECKING:` are left out, since they never run.
+Imports count wherever they are written: a function-level import closes a circle as surely as a
+top-level one, and one under `if TYPE_CHECKING:` ties the two modules as surely for a reader (and a type checker).
+Importing the config loads no sibling core and no task builder, and at most `CONFIG_IMPORT_MODULES` modules.
 """
 
 from __future__ import annotations
 
 import ast
+import json
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -28,24 +32,13 @@ def _modules(root: Path = PACKAGE) -> dict[str, Path]:
     return found
 
 
-def _type_checking_lines(tree: ast.AST) -> set[int]:
-    lines = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
-            for child in node.body:
-                lines.update(range(child.lineno, child.end_lineno + 1))
-    return lines
-
-
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
-    """module -> the package modules it imports. `from pkg import sub` names the submodule."""
+    """module -> the package modules it imports (type-only imports included). `from pkg import sub` names the
+    submodule."""
     graph = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text())
-        skipped, targets = _type_checking_lines(tree), set()
+        tree, targets = ast.parse(path.read_text()), set()
         for node in ast.walk(tree):
-            if getattr(node, "lineno", None) in skipped:
-                continue
             if isinstance(node, ast.Import):
                 targets.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -99,21 +92,52 @@ def test_the_circle_finder_finds_a_hand_made_circle():
     assert circles({"x": {"y"}, "y": set()}) == []
 
 
-def test_the_import_graph_reads_submodules_and_skips_type_checking(tmp_path):
+def test_the_import_graph_reads_submodules_and_function_level_imports(tmp_path):
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "a.py").write_text("from pkg import b\n")
-    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pkg.a import X\n"
-                              "def f():\n    import pkg.c\n")
+    (pkg / "b.py").write_text("def f():\n    import pkg.c\n")
     (pkg / "c.py").write_text("from pkg.a import thing\n")
     graph = import_graph(_modules(pkg))
     assert graph == {"pkg": set(), "pkg.a": {"pkg.b"}, "pkg.b": {"pkg.c"}, "pkg.c": {"pkg.a"}}
     assert circles(graph) == [["pkg.a", "pkg.b", "pkg.c"]]
 
 
+def test_a_planted_type_only_circle_fails(tmp_path):
+    """Two tiny modules that import each other, one only under `if TYPE_CHECKING:`: a circle all the same."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "config.py").write_text("def bind():\n    from pkg.rehearsal import check\n")
+    (pkg / "rehearsal.py").write_text("from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n"
+                                      "    from pkg.config import Config\n")
+    graph = import_graph(_modules(pkg))
+    assert graph == {"pkg": set(), "pkg.config": {"pkg.rehearsal"}, "pkg.rehearsal": {"pkg.config"}}
+    assert circles(graph) == [["pkg.config", "pkg.rehearsal"]]
+    (pkg / "rehearsal.py").write_text("from typing import TYPE_CHECKING\n")  # the type-only import gone: no circle
+    assert circles(import_graph(_modules(pkg))) == []
+
+
 def test_the_package_has_no_import_circle():
     assert circles(import_graph(_modules())) == []
+
+
+# What `import apsft_dagster.core.config` may load: none of the sibling cores or the task builders (a split's families
+# and levels are read from the builders when a profile is validated), and at most CONFIG_IMPORT_MODULES of the
+# package's modules. Measured at 40: the config folder's 29, the package root's 4 (kernel pins, errors), paths,
+# json_input, protocol, splits and task_file.names; before the config folder it loaded 57, 19 of the RL report's.
+CONFIG_IMPORT_MODULES = 40
+NOT_LOADED_BY_CONFIG = ("apsft_dagster.core.loss_mask", "apsft_dagster.core.run_report", "apsft_dagster.core.tasks")
+
+
+def test_importing_the_config_loads_no_sibling_core_and_no_task_builder():
+    code = "import json, sys\nimport apsft_dagster.core.config\nprint(json.dumps(sorted(sys.modules)))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=PROJECT_ROOT)
+    ours = [m for m in json.loads(run.stdout) if m == "apsft_dagster" or m.startswith("apsft_dagster.")]
+    assert "apsft_dagster.core.config.schema" in ours and "apsft_dagster.core.config.sections.tasks" in ours
+    assert [m for m in ours if any(m == p or m.startswith(f"{p}.") for p in NOT_LOADED_BY_CONFIG)] == []
+    assert len(ours) <= CONFIG_IMPORT_MODULES, ours
 
 
 # Top to bottom; a module imports only from its own layer or a lower one. The package root (its

@@ -93,8 +93,8 @@ def test_other_layouts_load_train_and_merge_through_the_projects_own_code(name, 
 
     from apsft_dagster.core.config import load_config
     from apsft_dagster.core.families.build import model_for
-    from apsft_dagster.core.training.lora import save_adapter
     from apsft_dagster.core.training.loop import attach_adapter, load_base
+    from apsft_dagster.core.training.lora import save_adapter
     from apsft_dagster.core.training.loss import weighted_nll
     from apsft_dagster.core.training.merge import merge_snapshot
 

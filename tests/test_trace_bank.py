@@ -9,17 +9,17 @@ import time
 
 import dagster as dg
 import pytest
-from conftest import smoke_resources, variant_config
 
-from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.core.bank import InheritedBank, export_bank
-from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError
 from apsft_dagster.core.layout import TRACE_BANK as BANK
 from apsft_dagster.core.layout import key_file, shard_file, summary_file
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import Store
+from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.run_tags import single_run_tags
+from conftest import smoke_resources, variant_config
 
 KEYS = train_task_partitions.get_partition_keys()
 

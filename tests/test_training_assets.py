@@ -7,11 +7,10 @@ import pytest
 
 from apsft_dagster.core.config import load_config
 from apsft_dagster.core.errors import SealError
-from apsft_dagster.core.layout import (TASK_CATALOG, adapter_dir, adapter_report, merged_dir, merged_report,
-                                       probe_report)
+from apsft_dagster.core.layout import TASK_CATALOG, adapter_dir, adapter_report, merged_dir, merged_report, probe_report
+from apsft_dagster.core.policies import replication_policies, stage_a_policies
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.training.gate import verified_manifest
-from apsft_dagster.core.policies import replication_policies, stage_a_policies
 from apsft_dagster.core.training.probe import probe_prompts
 
 STAGE_A = stage_a_policies(load_config("smoke"))
@@ -132,8 +131,8 @@ def test_seed_43_policies_are_trained_only_when_stage_b_asks(smoke_run, tmp_path
 
     from apsft_dagster.core.layout import STAGE_B_PLAN
     from apsft_dagster.experiment.partitions import REPLICATION_POLICIES, STAGE_B_POLICIES
-    from apsft_dagster.runner import check_partition_keys, run_stages
     from apsft_dagster.experiment.stages import STAGES
+    from apsft_dagster.runner import check_partition_keys, run_stages
     from conftest import smoke_definitions
 
     results, store = smoke_run

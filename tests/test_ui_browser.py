@@ -25,10 +25,9 @@ import urllib.request
 import dagster as dg
 import pytest
 
-from browser import Page, alive, chromium, listening_addresses, served_ui
-
 from apsft_dagster.core.paths import PROJECT_ROOT, store_instance
 from apsft_dagster.experiment.stages import STAGES
+from browser import Page, alive, chromium, listening_addresses, served_ui
 
 pytestmark = pytest.mark.after_the_run  # a copy of the run, processes of its own (tests/conftest.py)
 

@@ -10,8 +10,14 @@ import weakref
 import pytest
 
 from apsft_dagster.core.engines.lifetime import one_instrument_resident
-from apsft_dagster.core.engines.vllm_memory import (GIB, headroom, logprob_step_bytes, reservation,
-                                                   scoring_token_cap, v2_logprob_step_bytes)
+from apsft_dagster.core.engines.vllm_memory import (
+    GIB,
+    headroom,
+    logprob_step_bytes,
+    reservation,
+    scoring_token_cap,
+    v2_logprob_step_bytes,
+)
 from apsft_dagster.core.errors import DeviceError
 from apsft_dagster.resources import ExperimentResource, ScoringResource
 

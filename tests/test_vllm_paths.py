@@ -17,13 +17,19 @@ import pytest
 import torch
 
 from apsft_dagster.core.config import Compute, Sampling, load_config
-from apsft_dagster.core.errors import ModelDirectoryError
 from apsft_dagster.core.embedded.tokenizer import train_tokenizer
 from apsft_dagster.core.engines.base import Completion, GenerationRequest
-from apsft_dagster.core.engines.vllm_engine import (VllmEngine, check_cpu_snapshot, completion, llm_arguments,
-                                                    snapshot_head_dim, vllm_environment)
-from apsft_dagster.core.evaluation.generations import engine_identity
+from apsft_dagster.core.engines.vllm_engine import (
+    VllmEngine,
+    check_cpu_snapshot,
+    completion,
+    llm_arguments,
+    snapshot_head_dim,
+    vllm_environment,
+)
 from apsft_dagster.core.engines.vllm_scoring import VllmInstrument, prompt_logprob_sums
+from apsft_dagster.core.errors import ModelDirectoryError
+from apsft_dagster.core.evaluation.generations import engine_identity
 from apsft_dagster.core.protocol import STOP_TOKENS, format_answer, format_prompt, format_record, locate_spans
 
 CUDA = Compute(device="cuda", dtype="bfloat16", quantization="none", threads=1)

@@ -10,8 +10,15 @@ from datetime import datetime
 import dagster as dg
 import pytest
 
-from apsft_dagster.core.waiting import (Holder, Waiting, elapsed, read_holder, record_holder, release_holder,
-                                        waiting_line)
+from apsft_dagster.core.waiting import (
+    Holder,
+    Waiting,
+    elapsed,
+    read_holder,
+    record_holder,
+    release_holder,
+    waiting_line,
+)
 
 T0 = 1_800_000_000.0  # epoch seconds: a fixed moment for the fake clock
 

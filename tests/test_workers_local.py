@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from apsft_dagster.workers import local, pinning
 from apsft_dagster.core.config import load_config
 from apsft_dagster.experiment.assets.trace_bank import harvest_worker
 from apsft_dagster.resources import ExperimentResource, GenerationResource
+from apsft_dagster.workers import local, pinning
 
 
 def _config(profile="smoke", **compute):

@@ -1,4 +1,5 @@
-"""One module per stage, named in the experiment's own words."""
+"""What every wing's assets share: helpers (common.py) and the SQL-audit assets (audits.py). The stage
+modules live in their wings (experiment/assets/: one per stage, named in the experiment's own words)."""
 
 import warnings
 

@@ -16,11 +16,17 @@ import sys
 from apsft_dagster.cli import audit, doctor, plan, ui, validate
 from apsft_dagster.cli import loss_mask as loss_mask_cli
 from apsft_dagster.cli import run_report as run_report_cli
-from apsft_dagster.cli.experiment import amend, export_bank, freeze, report, run
-from apsft_dagster.cli.experiment import compare
-from apsft_dagster.cli.experiment import export_arms
-from apsft_dagster.cli.experiment import import_traces
-from apsft_dagster.cli.experiment import export_tasks
+from apsft_dagster.cli.experiment import (
+    amend,
+    compare,
+    export_arms,
+    export_bank,
+    export_tasks,
+    freeze,
+    import_traces,
+    report,
+    run,
+)
 from apsft_dagster.core.errors import ApsftError
 
 # in the order `apsft --help` lists them

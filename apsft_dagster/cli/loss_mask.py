@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from apsft_dagster.cli.args import export_choice, profile_arguments, profile_store
+from apsft_dagster.cli.args import export_choice, profile_arguments, profile_store, store_location
 
 
 def add_parser(sub) -> None:
@@ -40,7 +40,7 @@ def loss_mask(args: argparse.Namespace) -> int:
         return 2
     config, store = profile_store(args)
     loss_mask_settings(config)  # a profile without the section is refused before anything is written
-    export_choice(args)
+    chosen = export_choice(args)
     if args.action == "add":
         record = register(store, args.name, args.path, fmt=args.fmt, flags=args.flags, tokenizer=args.tokenizer,
                           chat_template=args.chat_template)
@@ -53,7 +53,7 @@ def loss_mask(args: argparse.Namespace) -> int:
     name = "demo" if args.action == "demo" else check_name(args.name)
     if args.action == "demo":
         _write_demo(store, config)
-    return _run(store, config, name)
+    return _run(store, config, name, chosen)
 
 
 def _instance(config):
@@ -66,9 +66,9 @@ def _instance(config):
 
 
 def _write_demo(store, config) -> None:
-    from apsft_dagster.core.loss_mask.names import lm_file
     from apsft_dagster.core.loss_mask.dataset import dataset_lines
     from apsft_dagster.core.loss_mask.datasets import register
+    from apsft_dagster.core.loss_mask.names import lm_file
     from apsft_dagster.core.loss_mask.settings import loss_mask_settings
 
     name = lm_file("demo", "input.jsonl")
@@ -77,7 +77,7 @@ def _write_demo(store, config) -> None:
     print(f"demo dataset: {loss_mask_settings(config).demo_rows} planted rows -> {record['path']}")
 
 
-def _run(store, config, name: str) -> int:
+def _run(store, config, name: str, chosen) -> int:
     from apsft_dagster.core.layout import BASE_MODEL_REPORT
     from apsft_dagster.core.loss_mask.datasets import registered
     from apsft_dagster.core.loss_mask.names import lm_file
@@ -96,7 +96,7 @@ def _run(store, config, name: str) -> int:
         print(f"  {o.job:<22} {'ok' if o.ok else 'FAILED':<7} {o.seconds:6.1f} s  "
               f"checks {sum(p for *_, p in o.checks)}/{len(o.checks)}", flush=True)
 
-    if not run_wing_partition(stages, LM_DATASET, name, on_stage=line):
+    if not run_wing_partition(stages, LM_DATASET, name, chosen, store_location(chosen, config), on_stage=line):
         return 1
     comparison = store.get_json(lm_file(name, "comparison.json"))
     print(f"{name}: census, build, verify, pack and comparison passed; packs in {store.path(lm_file(name, 'packs'))}")

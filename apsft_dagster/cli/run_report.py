@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from apsft_dagster.cli.args import export_choice, profile_arguments, profile_store
+from apsft_dagster.cli.args import export_choice, profile_arguments, profile_store, store_location
 
 
 def add_parser(sub) -> None:
@@ -51,10 +51,10 @@ def rl_add(args: argparse.Namespace) -> int:
 
     config, store = profile_store(args)
     selected_signals(config)  # a profile without the section, or with a bad signal, is refused before any write
-    export_choice(args)
+    chosen = export_choice(args)
     load_run(args.folder)  # a malformed folder is refused here, naming the file and field, before anything is written
     record = register(store, args.name, args.folder)
-    if not run_wing_partition(RUN_REPORT_STAGES, RL_RUN, args.name):
+    if not run_wing_partition(RUN_REPORT_STAGES, RL_RUN, args.name, chosen, store_location(chosen, config)):
         return 1
     evidence = store.get_json(rl_file(args.name, "evidence.json"))
     print(f"{args.name}: {len(record['files'])} files from {record['folder']}")

@@ -63,13 +63,10 @@ def shortest_leads(acc: dict[str, float]) -> bool:
     return all(acc[SHORTEST] > acc[a] + EPS for a in ARMS if a != SHORTEST)
 
 
-def stage_a_decision(results: pl.DataFrame, *, n_resamples: int = 10_000, seed: int = 0,
-                     thresholds: StageB | None = None, confidence: float = 0.95) -> dict:
-    """The strongest baseline, every trigger condition of each potential arm, the verdict."""
-    if thresholds is None:
-        from apsft_dagster.core.config import load_config
-
-        thresholds = load_config().stage_b
+def stage_a_decision(results: pl.DataFrame, *, thresholds: StageB, n_resamples: int = 10_000, seed: int = 0,
+                     confidence: float = 0.95) -> dict:
+    """The strongest baseline, every trigger condition of each potential arm (against the profile's
+    `stage_b` thresholds), the verdict."""
     _check(results)
     by_arm = {arm: results.filter(pl.col("arm") == arm) for arm in ARMS}
     iid = {arm: rows.filter(pl.col("split") == PRIMARY).sort("task_id") for arm, rows in by_arm.items()}

@@ -19,7 +19,6 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from apsft_dagster.core.selection.arms import ARM_TABLE
 from apsft_dagster.core.errors import AuditError, MissingArtifactError
 from apsft_dagster.core.layout import (
     AUDIT_DATABASE,
@@ -34,8 +33,9 @@ from apsft_dagster.core.layout import (
     shards_glob,
 )
 from apsft_dagster.core.loss_mask.names import VIEWS as LOSS_MASK_VIEWS
-from apsft_dagster.core.run_report.names import VIEWS as RUN_REPORT_VIEWS
 from apsft_dagster.core.paths import PROJECT_ROOT
+from apsft_dagster.core.run_report.names import VIEWS as RUN_REPORT_VIEWS
+from apsft_dagster.core.selection.arms import ARM_TABLE
 from apsft_dagster.core.store import Store, write_failed
 
 AUDIT_DIR = PROJECT_ROOT / "dbt_like_sql"

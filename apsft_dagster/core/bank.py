@@ -1,4 +1,5 @@
-"""Banks of per-task shards: naming, the index, reading, export, and import of an inherited bank.
+"""Banks of per-task shards: reading them (the one reader: `stored_tasks`, `read_shards`), the index,
+export, and import of an inherited bank. Their file names are core/layout.py's.
 
 An exported bank is a folder with `index.json` and `shards/<task_id>.parquet` (+ receipts).
 The index maps task -> shard path and SHA-256; its own SHA-256 is what a config records in
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import io
 import shutil
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -43,6 +45,23 @@ def bank_index(bank: str, digests: dict[str, str], keys: dict[str, str] | None =
             "tasks": {t: {"shard": f"shards/{t}.parquet", "sha256": digests[t],
                           **({"key": f"keys/{t}.json", "key_sha256": keys[t]} if t in keys else {})}
                       for t in sorted(digests)}}
+
+
+def stored_tasks(store: Store, bank: str, task_ids: Iterable[str]) -> list[str]:
+    """The tasks, in the given order, whose shard of `bank` is in the store (with its receipt)."""
+    return [t for t in task_ids if store.exists(shard_file(bank, t))]
+
+
+def read_shards(store: Store, bank: str, task_ids: Iterable[str], columns: list[str] | None = None,
+                schema: dict | None = None) -> pl.DataFrame:
+    """The tasks' shards of `bank`, each verified against its receipt as it is read, concatenated in
+    the tasks' order: `columns` (default: the schema's, else all). A missing shard raises
+    MissingArtifactError and a changed one HashMismatchError, each naming the file. `schema`
+    (column -> type) leads the concatenation, so no task gives an empty frame of those types."""
+    lead = [] if schema is None else [pl.DataFrame(schema=schema)]
+    columns = list(schema) if columns is None and schema is not None else columns
+    return pl.concat([*lead, *(pl.read_parquet(io.BytesIO(store.get_bytes(shard_file(bank, t))), columns=columns)
+                               for t in task_ids)])
 
 
 def load_shards(store: Store, bank: str, task_ids: list[str],

@@ -21,8 +21,8 @@ import polars as pl
 from apsft_dagster.core import bank_keys
 from apsft_dagster.core.bank_keys import UPSTREAM, changes, hashable, shard_key, shown, task_part
 from apsft_dagster.core.errors import HashMismatchError, KeyMismatchError, ParityError
-from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.layout import BASE_MODEL_REPORT, PARITY_GATE, TASK_CATALOG, key_file, shard_file
+from apsft_dagster.core.store import json_bytes, sha256_bytes
 
 RECOMPUTE_ENV = "APSFT_RECOMPUTE"
 NO_KEY = ("key", "(none: made before shard keys were recorded)", "(this run's settings)")

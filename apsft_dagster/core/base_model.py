@@ -6,9 +6,9 @@ import json
 from pathlib import Path
 
 from apsft_dagster.core.config import Config
-from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.errors import ModelDirectoryError
 from apsft_dagster.core.layout import BASE_MODEL_DIR
+from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.store import Store, dir_digests, fingerprint
 
 

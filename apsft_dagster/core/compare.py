@@ -12,14 +12,22 @@ from pathlib import Path
 
 from apsft_dagster.core.compare_config import config_differences, recorded_config
 from apsft_dagster.core.errors import CompareError
-from apsft_dagster.core.layout import (BASE_MODEL_REPORT, EVIDENCE_SEAL, SFT_MANIFEST, STAGE_A_DECISION,
-                                       STAGE_B_DECISION, TRACE_BANK, summary_file)
+from apsft_dagster.core.layout import (
+    BASE_MODEL_REPORT,
+    EVIDENCE_SEAL,
+    SFT_MANIFEST,
+    STAGE_A_DECISION,
+    STAGE_B_DECISION,
+    TRACE_BANK,
+    summary_file,
+)
 from apsft_dagster.core.policies import BASE, arm_and_seed
 from apsft_dagster.core.seal import BANKS
 from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.store_owner import OWNER_FILE, owner
+from apsft_dagster.core.verdicts import SHORTEST_LEADS
 
 # what a finished experiment store holds, and the stage that writes it (named in a refusal)
 FINISHED = {BASE_MODEL_REPORT: "base_model", summary_file(TRACE_BANK): "trace_bank", EVIDENCE_SEAL: "evidence_seal",
@@ -174,7 +182,7 @@ def _verdicts(a: dict, b: dict) -> list[dict]:
     def facts(side: dict) -> dict:
         d, final = side["decision"], side["final"]
         return {"Stage A verdict": side["verdict"], "strongest baseline": d["strongest_baseline"],
-                "triggered": ", ".join(d["triggered"]) or "none", "SHORTEST_BANKING_LEADS": _f(d["shortest_leads"]),
+                "triggered": ", ".join(d["triggered"]) or "none", SHORTEST_LEADS: _f(d["shortest_leads"]),
                 "final verdict": final["final_verdict"], "rule": final["rule"],
                 "rehearsal of": (side["rehearsal"] or {}).get("registered_profile", "no"),
                 **{f"Stage B {rung} margin": _interval(final.get(rung), *fields) for rung, fields in RUNGS.items()}}

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 from apsft_dagster.core.anchor import read_anchor
 from apsft_dagster.core.bank_keys import BANKS, flat
-from apsft_dagster.core.config import body_digest, canonical_json, load_config
-from apsft_dagster.core.config_sections import LATE_FIELDS
+from apsft_dagster.core.config import LATE_FIELDS, body_digest, canonical_json, load_config
 from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.layout import SEALED_CONFIG
 from apsft_dagster.core.store import Store

@@ -18,12 +18,11 @@ from typing import Any, Literal
 import annotated_types as at
 from pydantic import BaseModel
 
-KINDS = ("integer", "number", "boolean", "string", "choice", "list", "mapping")
-
 
 @dataclass(frozen=True)
 class Domain:
-    """One field's allowed values: `kind`, bounds for numbers, `choices` for a set, `item` for a list."""
+    """One field's allowed values: `kind` (integer, number, boolean, string, choice, list or mapping),
+    bounds for numbers, `choices` for a set, `item` for a list."""
 
     field: str
     kind: str
@@ -140,6 +139,9 @@ def _domain(path: str, annotation, metadata: list) -> Domain:
             metadata.extend(getattr(info, "metadata", [info]))
     bounds = _bounds(metadata)
     origin = typing.get_origin(annotation)
+    names = next((m for m in metadata if hasattr(m, "choices")), None)  # the builders' (config/sections/tasks.py)
+    if names is not None:
+        return Domain(path, "choice", choices=names.choices(), nullable=nullable)
     if origin is Literal:
         return Domain(path, "choice", choices=typing.get_args(annotation), nullable=nullable)
     if origin is list:

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import torch
 
-from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.scoring import score_trace, score_traces
+from apsft_dagster.core.text_protocol import active
 
 Item = tuple[str, str, str]  # (formatted prompt, thought, answer with its leading space)
 

@@ -11,7 +11,6 @@ import re
 
 from apsft_dagster.core.errors import ApsftError
 
-
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 

@@ -9,7 +9,7 @@ path is the only one, and correct. On CUDA it would hide a broken install behind
 which the budget gate would then price as the machine's speed. So on CUDA, for a model with
 linear-attention layers, `require_kernels` replays transformers' lookup and stops, naming the
 package, its import error and the fix, unless the profile chose the slow path
-(`gpu: {reference_kernels: true}`, core/gpu_settings.py). A model without them (Qwen3) needs neither.
+(`gpu: {reference_kernels: true}`, core/config/sections/gpu.py). A model without them (Qwen3) needs neither.
 """
 
 from __future__ import annotations
@@ -21,9 +21,8 @@ import subprocess
 import sys
 from collections.abc import Callable
 
-from apsft_dagster.core.config import Compute, Config
+from apsft_dagster.core.config import Compute, Config, Gpu
 from apsft_dagster.core.errors import KernelError, ModelDirectoryError
-from apsft_dagster.core.gpu_settings import Gpu
 from apsft_dagster.core.kernel_notice import say_instead
 from apsft_dagster.core.paths import local_model_dir
 from apsft_dagster.core.snapshot import has_linear_attention_layers

@@ -15,9 +15,9 @@ import polars as pl
 
 from apsft_dagster.core.errors import ParityError
 from apsft_dagster.core.protocol import format_answer
-from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.scoring import with_gains
 from apsft_dagster.core.seeds import derive_seed
+from apsft_dagster.core.text_protocol import active
 
 METRICS = ("answer_mean", "joint_mean", "empty_answer_mean", "empty_joint_mean", "answer_gain", "joint_gain")
 

@@ -44,7 +44,12 @@ def store_root(profile: str) -> Path | str:
     override = os.environ.get("APSFT_STORE_DIR")
     if is_object_url(override):
         return override
-    return Path(override) if override else state_dir() / "store" / profile
+    return Path(override) if override else profile_store(profile)
+
+
+def profile_store(profile: str) -> Path:
+    """A profile's own store, `<state>/store/<profile>`, whatever `APSFT_STORE_DIR` says."""
+    return state_dir() / "store" / profile
 
 
 LOCAL_INSTANCE_YAML = """\

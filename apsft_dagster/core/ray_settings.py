@@ -1,30 +1,14 @@
-"""Where a run's engine stages compute: the optional `ray` section of a profile (apsft_dagster/workers/).
+"""Where a run's engine stages compute: the optional `ray` section of a profile (apsft_dagster/workers/; its
+model, `Ray`: core/config/sections/ray.py), and the variables that hand it to a run's stages.
 
 Which devices compute a partition changes none of its bytes (each partition depends on that partition
 alone, and each worker holds `compute.threads` threads), so like `gpu` the section stays out of the
-config digest (`core/config.py`, UNSEALED_SECTIONS): spreading a run over eight GPUs voids no receipt.
+config digest (`core/config/digest.py`, UNSEALED_SECTIONS): spreading a run over eight GPUs voids no receipt.
 Absent, a run computes in its own process (beside, on a CPU with a core to spare, the second-core
 helper of `workers/local.py`); `apsft run --ray [ADDRESS] [--devices N]` overrides it.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from pydantic import Field
-
-from apsft_dagster.core.config_sections import Strict
-
 ADDRESS_ENV = "RAY_ADDRESS"  # Ray's own variable: a cluster to join (`ray start --head` prints it)
 DEVICES_ENV = "APSFT_RAY_DEVICES"  # how many workers a stage may use (the run hands it to its stages)
-
-
-class Ray(Strict):
-    """A Ray cluster to fan the engine stages out over: one engine worker per device."""
-
-    enabled: bool = True  # the section present means "on Ray"; false keeps the section and runs without
-    # a cluster to join (`ray://host:10001`, `host:6379`, `auto`); null: RAY_ADDRESS, else a local cluster
-    address: str | None = None
-    # workers per engine stage: null = one per device the cluster has (GPUs on cuda; on cpu, its CPUs
-    # divided by compute.threads); on a local cluster it is also how many devices the cluster gets
-    devices: Annotated[int, Field(ge=1)] | None = None

@@ -14,16 +14,29 @@ import polars as pl
 from apsft_dagster.core import amendments, report_plots
 from apsft_dagster.core.config import Config
 from apsft_dagster.core.evaluation.summary import base_accuracy_informative, base_accuracy_note
-from apsft_dagster.core.layout import (EVIDENCE_SEAL, PARITY_GATE, SFT_MANIFEST, STAGE_A_DECISION, STAGE_B_DECISION,
-                                       TRACE_BANK,
-                                       adapter_report, arm_rows, eval_table, merged_report, probe_report,
-                                       stage_b_sample_table, stage_b_table, summary_file)
+from apsft_dagster.core.layout import (
+    EVIDENCE_SEAL,
+    PARITY_GATE,
+    SFT_MANIFEST,
+    STAGE_A_DECISION,
+    STAGE_B_DECISION,
+    TRACE_BANK,
+    adapter_report,
+    arm_rows,
+    eval_table,
+    merged_report,
+    probe_report,
+    stage_b_sample_table,
+    stage_b_table,
+    summary_file,
+)
 from apsft_dagster.core.parity import scoring_instrument
+from apsft_dagster.core.policies import BASE, stage_a_policies
+from apsft_dagster.core.rehearsal import LABEL, changes_text, labelled
 from apsft_dagster.core.selection.arms import ARMS, arms_with
 from apsft_dagster.core.splits import PRIMARY, SECONDARY
 from apsft_dagster.core.store import Store
-from apsft_dagster.core.policies import BASE, stage_a_policies
-from apsft_dagster.core.rehearsal import LABEL, changes_text, labelled
+from apsft_dagster.core.verdicts import SHORTEST_LEADS
 
 QUESTION = ("Does training on the thoughts that most raise the likelihood of the correct answer (answer or joint "
             "potential) bank more reasoning than training on ordinary traces of the same tasks?")
@@ -96,7 +109,7 @@ def _status(config: Config, f: dict) -> list[str]:
             *([f"- Scoring instrument: {final['scoring']['reason']}"] if "scoring" in final else []),  # a failed gate
             f"- Stage A verdict: {labelled(bold(f['analysis']['verdict']), final)} (strongest trace baseline: "
             f"`{decision['strongest_baseline']}`; triggered: {', '.join(decision['triggered']) or 'none'})",
-            f"- SHORTEST_BANKING_LEADS: {'yes' if decision['shortest_leads'] else 'no'} "
+            f"- {SHORTEST_LEADS}: {'yes' if decision['shortest_leads'] else 'no'} "
             "(shortest_natural strictly above every other arm on core IID)",
             _base_accuracy(f),
             _detectable(f),

@@ -16,10 +16,10 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from apsft_dagster.core.config import POINTS
 from apsft_dagster.core.errors import ReviewError
 from apsft_dagster.core.json_input import parse_json, validated
 from apsft_dagster.core.layout import REVIEW_LOG
-from apsft_dagster.core.review_settings import POINTS
 from apsft_dagster.core.store import Store, sha256_bytes
 
 GENESIS = "0" * 64

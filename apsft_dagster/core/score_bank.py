@@ -6,8 +6,8 @@ import polars as pl
 
 from apsft_dagster.core.balance import exactly_once
 from apsft_dagster.core.protocol import format_answer
-from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.scoring import with_gains
+from apsft_dagster.core.text_protocol import active
 
 SCORE_COLUMNS = ("answer_logprob", "joint_logprob", "answer_mean", "joint_mean", "empty_answer_logprob",
                  "empty_joint_logprob", "empty_answer_mean", "empty_joint_mean", "answer_gain", "joint_gain",

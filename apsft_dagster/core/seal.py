@@ -28,10 +28,19 @@ from apsft_dagster.core.anchor import read_anchor
 from apsft_dagster.core.balance import exactly_once
 from apsft_dagster.core.bank_key_check import sealed_keys
 from apsft_dagster.core.config import Config
-from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.errors import HashMismatchError, MissingArtifactError, SealError
-from apsft_dagster.core.layout import (AMENDMENT_LOG, BASE_MODEL_REPORT, EVIDENCE_SEAL, R1_BANK, SCORE_BANK,
-                                       TRACE_BANK, index_file, key_file, shard_file)
+from apsft_dagster.core.layout import (
+    AMENDMENT_LOG,
+    BASE_MODEL_REPORT,
+    EVIDENCE_SEAL,
+    R1_BANK,
+    SCORE_BANK,
+    TRACE_BANK,
+    index_file,
+    key_file,
+    shard_file,
+)
+from apsft_dagster.core.paths import PROJECT_ROOT
 from apsft_dagster.core.store import Store, sha256_bytes, sha256_file
 from apsft_dagster.core.task_file.source import train_task_ids
 

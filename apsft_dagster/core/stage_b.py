@@ -30,11 +30,11 @@ import polars as pl
 from apsft_dagster.core.analysis import EPS, POTENTIAL, family_macro
 from apsft_dagster.core.config import StageB
 from apsft_dagster.core.layout import STAGE_B_PLAN, merged_report, stage_b_sample_table, stage_b_table
+from apsft_dagster.core.policies import stage_a_policies
 from apsft_dagster.core.seeds import derive_seed
 from apsft_dagster.core.splits import PRIMARY, STAGE_B_PRIMARY
 from apsft_dagster.core.stats import paired_bootstrap
 from apsft_dagster.core.verdicts import MISSION, NEGATIVE, POSITIVE, REPLICATED
-from apsft_dagster.core.policies import stage_a_policies
 
 PRIMARY_SPLITS = STAGE_B_PRIMARY  # core_iid and rendering (core/splits.py)
 
@@ -131,8 +131,8 @@ def plan(decision: dict, replication_seed: int, experiment_seed: int) -> dict:
     """What Stage B must run, or why it does not run: each potential arm's failed conditions.
     Triggered: the seed-43 policies to train, every policy evaluated greedily on the Stage B splits
     (base, the six Stage A policies, the seed-43 pair) and those sampled k times per task."""
-    from apsft_dagster.core.selection.arms import ARM_TABLE, ARMS
     from apsft_dagster.core.policies import BASE, policy_key
+    from apsft_dagster.core.selection.arms import ARM_TABLE, ARMS
 
     reasons = {arm: [f"{k}: {'%.4f' % c[k] if isinstance(c.get(k), float) else c.get(k)}"
                      for k, ok in c["checks"].items() if not ok]

@@ -3,7 +3,7 @@
 x is the snapshot's chat template rendering a user turn with its generation prompt, then the
 thought's open line (when the template does not write it); z follows; the boundary b is the
 thought's close and the answer marker; y* and the template's end of turn close the record. The
-markers are profile settings (`protocol`: core/config_sections.py `Markers`), defaulting to
+markers are profile settings (`protocol`: core/config/sections/protocol.py `Markers`), defaulting to
 Qwen's `<think>` / `</think>` / "\\n\\nANSWER:" that core/protocol.py writes for the embedded model.
 
 `derive` finds the user's words and the assistant's content inside two renderings made with
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from apsft_dagster.core import protocol as qwen
-from apsft_dagster.core.config_sections import Markers
+from apsft_dagster.core.config import Markers
 from apsft_dagster.core.errors import ModelDirectoryError
 from apsft_dagster.core.protocol import SEGMENTS, Spans
 from apsft_dagster.core.tasks.answers import normalize_answer

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import dagster as dg
 
+from apsft_dagster.core.policies import BASE, parse_policy, replication_policies, stage_a_eval_keys, stage_a_policies
 from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.task_file.source import train_task_ids
-from apsft_dagster.core.policies import (BASE, parse_policy, replication_policies, stage_a_eval_keys,
-                                         stage_a_policies)
 from apsft_dagster.profile import definitions_config
 
 REPLICATION_POLICIES, STAGE_B_POLICIES = "replication_policies", "stage_b_policies"

@@ -11,8 +11,8 @@ from collections.abc import Callable
 
 import dagster as dg
 
-from apsft_dagster.experiment.assets.analysis import stage_a_analysis
 from apsft_dagster.assets.audits import place_audits
+from apsft_dagster.experiment.assets.analysis import stage_a_analysis
 from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.experiment.assets.evaluation import stage_a_eval, stage_a_generations
 from apsft_dagster.experiment.assets.evidence_seal import evidence_seal
@@ -73,6 +73,6 @@ PLAN = (
     Stage("verdict_and_report_job", (stage_b_analysis, experiment_report), hosts_audits=True),
 )
 STAGES = place_audits(PLAN, ran_by="`apsft run` (the experiment)")
-# The review points (core/review_settings.py POINTS) -> the job a run pauses after: the seal, and
+# The review points (core/config/sections/review.py POINTS) -> the job a run pauses after: the seal, and
 # selection with its manifest and audits (the last stage before training).
 REVIEW_POINTS = {"seal": "evidence_seal_job", "selection": "sft_manifest_and_audits_job"}

@@ -7,9 +7,9 @@ import polars as pl
 from apsft_dagster.assets.common import OWNERS, check_result, table_preview
 from apsft_dagster.core.loss_mask.build import build_problems, rules_record
 from apsft_dagster.core.loss_mask.census import census_table
-from apsft_dagster.core.loss_mask.names import FLAGS, GROUP, MASKED, lm_file
 from apsft_dagster.core.loss_mask.datasets import check_unchanged, dataset_format, registered
 from apsft_dagster.core.loss_mask.flags_file import ExternalFlags
+from apsft_dagster.core.loss_mask.names import FLAGS, GROUP, MASKED, lm_file
 from apsft_dagster.core.loss_mask.parallel import build_file, census_file
 from apsft_dagster.core.loss_mask.rules import LossMaskError
 from apsft_dagster.core.loss_mask.settings import loss_mask_settings, rule_settings

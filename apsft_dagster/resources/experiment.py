@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 from pydantic import PrivateAttr
 
 from apsft_dagster.core.config import Config, load_config
 from apsft_dagster.core.errors import ConfigError
-from apsft_dagster.core.paths import store_root
 from apsft_dagster.core.object_store import open_store
+from apsft_dagster.core.paths import profile_store
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.text_protocol import for_config
 
 
 class ExperimentResource(dg.ConfigurableResource):
-    """`profile` names `configs/<profile>.yaml`; `config_path` (a YAML file) wins over it.
+    """`profile` names `configs/<profile>.yaml`; `config_path` (a YAML file) wins over it; `store_dir` is
+    the store's root (a folder or an `s3://` URL; None: the profile's own, `<state>/store/<profile>`).
+    The fields are the whole choice: the resource reads no environment variable
+    (`definitions.definitions_for` sets them; the workspace's from `profile.environment_choice`).
 
     `definitions_digest` is the digest of the config the definitions (partitions) were built
     from; a run whose fields resolve to another config is refused before any asset runs.
@@ -27,12 +28,6 @@ class ExperimentResource(dg.ConfigurableResource):
     store_dir: str | None = None
     definitions_digest: str | None = None
     _config: Config | None = PrivateAttr(default=None)
-
-    @classmethod
-    def from_env(cls, definitions_digest: str | None = None) -> ExperimentResource:
-        return cls(profile=os.environ.get("APSFT_PROFILE") or "smoke",
-                   config_path=os.environ.get("APSFT_CONFIG") or None,
-                   store_dir=os.environ.get("APSFT_STORE_DIR") or None, definitions_digest=definitions_digest)
 
     def setup_for_execution(self, context: dg.InitResourceContext) -> None:
         self._config = None
@@ -53,4 +48,4 @@ class ExperimentResource(dg.ConfigurableResource):
         return self._config
 
     def store(self) -> Store:
-        return open_store(self.store_dir or store_root(self.config().profile))
+        return open_store(self.store_dir or profile_store(self.config().profile))

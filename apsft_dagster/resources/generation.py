@@ -7,10 +7,10 @@ from pathlib import Path
 import dagster as dg
 from pydantic import PrivateAttr
 
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.engines.base import GenerationEngine
 from apsft_dagster.core.engines.lifetime import load_generation_engine, preflight
 from apsft_dagster.core.engines.memory import free_memory
-from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.text_protocol import for_config
 from apsft_dagster.resources.experiment import ExperimentResource
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import dagster as dg
 from pydantic import PrivateAttr
 
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.engines.lifetime import load_causal_lm, one_instrument_resident, preflight
 from apsft_dagster.core.engines.memory import free_memory
-from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.resources.experiment import ExperimentResource
 
 

@@ -6,10 +6,9 @@ from collections.abc import Callable
 
 import dagster as dg
 
+from apsft_dagster.core.base_model import base_model_path
 from apsft_dagster.core.engines.lifetime import preflight
 from apsft_dagster.core.engines.memory import free_memory
-from apsft_dagster.core.base_model import base_model_path
-
 from apsft_dagster.resources.experiment import ExperimentResource
 
 

@@ -4,13 +4,27 @@ sample, matched pairs, the verdict) and the report (Markdown and plots through t
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import (OWNERS, blocking_checks, check_result, png_markdown, report_markdown,
-                                        table_preview)
-from apsft_dagster.core.run_report.names import GROUP, rl_file
-from apsft_dagster.core.run_report import (best_checkpoints, build_report, cost_table, eval_table, hack_rates,
-                                           load_run, matched_pairs, verdict)
+from apsft_dagster.assets.common import (
+    OWNERS,
+    blocking_checks,
+    check_result,
+    png_markdown,
+    report_markdown,
+    table_preview,
+)
+from apsft_dagster.core.run_report import (
+    best_checkpoints,
+    build_report,
+    cost_table,
+    eval_table,
+    hack_rates,
+    load_run,
+    matched_pairs,
+    verdict,
+)
 from apsft_dagster.core.run_report.folder import NOT_RECORDED
 from apsft_dagster.core.run_report.ingest import RunReportError
+from apsft_dagster.core.run_report.names import GROUP, rl_file
 from apsft_dagster.core.run_report.registry import check_unchanged, registered
 from apsft_dagster.core.run_report.samples import sample_table
 from apsft_dagster.core.run_report.settings import run_report_settings

@@ -1,7 +1,7 @@
 """The Ray cluster a run's engine stages fan out over: which one (`target`), joining or starting it
 (`connect`), and what each worker asks of it (`worker_options`).
 
-`apsft run --ray [ADDRESS] [--devices N]` or a profile's `ray` section (core/ray_settings.py) turns
+`apsft run --ray [ADDRESS] [--devices N]` or a profile's `ray` section (core/config/sections/ray.py) turns
 it on. An address (the flag, the section, else Ray's own `RAY_ADDRESS`) joins that cluster; none
 starts a local one owned by the `apsft run` process, which its stages join through `RUN_ENV` (set
 for the stages, in-process or in a child interpreter). An address nobody answers at, or a cluster

@@ -37,10 +37,10 @@ import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from apsft_dagster.workers import pinning
-from apsft_dagster.workers.pinning import pin_apart, unpin
 from apsft_dagster.core.engines.memory import freeze_loaded
 from apsft_dagster.core.leftovers import alive
+from apsft_dagster.workers import pinning
+from apsft_dagster.workers.pinning import pin_apart, unpin
 
 WORTH_S = 12.0  # a helper costs about 6 s of the idle core to load: a bank's must be able to save twice that
 SWITCH = "APSFT_SECOND_CORE"  # `off`: every partition in the step's own process

@@ -185,9 +185,9 @@ class RayShare:
         where = self._where_of.pop(worker, {})
         self._say(f"{key}: worker {where.get('worker')} on {where.get('host')} died; "
                   "the partition goes to another worker")
-        from apsft_dagster.core.paths import store_root
+        from apsft_dagster.core.paths import profile_store
 
-        _sweep_temps(self._experiment.store_dir or str(store_root(self._config.profile)), where.get("pid"))
+        _sweep_temps(self._experiment.store_dir or str(profile_store(self._config.profile)), where.get("pid"))
         self._queue.appendleft(key)
         self._start()
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from apsft_dagster.core.engines.base import GenerationRequest
+from apsft_dagster.core.engines.base import GREEDY, GenerationRequest
 from apsft_dagster.core.engines.lifetime import load_causal_lm
 from apsft_dagster.core.engines.transformers_engine import TransformersEngine
 from apsft_dagster.core.engines.vllm_scoring import VllmInstrument
 from apsft_dagster.core.instruments import ReferenceInstrument
 from apsft_dagster.core.protocol import STOP_TOKENS, format_answer, format_prompt, prompt_ids
 from apsft_dagster.core.tasks.catalog import build_catalog
-from apsft_dagster.core.engines.base import GREEDY
 
 SCORE_TOLERANCE = 1e-4  # nats per summed span: float32 on both sides, different kernels
 

@@ -16,9 +16,9 @@ import pytest
 import yaml
 
 from apsft_dagster.core.config import load_config
-from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT
 from apsft_dagster.core.layout import PARITY_GATE, TRACE_BANK, key_file, shard_file, summary_file
 from apsft_dagster.core.parity import METRICS
+from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT
 from apsft_dagster.core.store import RECEIPT_SUFFIX, Store, dir_digests
 from apsft_dagster.core.tasks.catalog import train_task_ids
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 import pytest
 
 from apsft_dagster.core.engines.transformers_engine import TransformersEngine
+from apsft_dagster.core.protocol import STOP_TOKENS
 from apsft_dagster.core.tasks.catalog import build_catalog
 from apsft_dagster.core.training.probe import compare, greedy_outputs, probe_prompts
-from apsft_dagster.core.protocol import STOP_TOKENS
 
 
 @pytest.fixture(scope="module")

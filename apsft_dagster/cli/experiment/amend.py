@@ -23,7 +23,6 @@ def add_parser(sub) -> None:
 def amend(args: argparse.Namespace) -> int:
     """Record an amendment; its class follows from the evidence already in the store."""
     from apsft_dagster.core.amendments import record_amendment
-
     from apsft_dagster.core.anchor import design_now, forbidden_changes
     from apsft_dagster.core.bank_key_check import covers
     from apsft_dagster.core.errors import AmendmentError

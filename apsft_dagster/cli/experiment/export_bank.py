@@ -18,11 +18,12 @@ def add_parser(sub) -> None:
 def export_bank(args: argparse.Namespace) -> int:
     """Write the trace bank as an inheritable bank (index.json + shards) and print its digest."""
     from apsft_dagster.core.bank import export_bank as export
-    from apsft_dagster.core.layout import TRACE_BANK, shard_file
+    from apsft_dagster.core.bank import stored_tasks
+    from apsft_dagster.core.layout import TRACE_BANK
     from apsft_dagster.core.task_file.source import train_task_ids
 
     config, store = profile_store(args)
-    task_ids = [t for t in train_task_ids(config) if store.exists(shard_file(TRACE_BANK, t))]
+    task_ids = stored_tasks(store, TRACE_BANK, train_task_ids(config))
     digest = export(store, TRACE_BANK, task_ids, args.out)
     print(f"exported {len(task_ids)} task shards to {args.out}")
     print(f"harvest.inherited_index: {os.path.abspath(args.out)}/index.json")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+
 def print_stage(outcome) -> None:
     passed = sum(p for _, _, p in outcome.checks)
     figures = []
@@ -39,11 +40,12 @@ def verdict_line(store) -> str | None:
     """The final verdict, SHORTEST_BANKING_LEADS beside it, and the rule that fired."""
     from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION
     from apsft_dagster.core.rehearsal import labelled
+    from apsft_dagster.core.verdicts import SHORTEST_LEADS
 
     if not all(store.exists(n) for n in (REPORT_MARKDOWN, STAGE_A_DECISION, STAGE_B_DECISION)):
         return None
     final, stage_a = store.get_json(STAGE_B_DECISION), store.get_json(STAGE_A_DECISION)["decision"]
-    leads = " (SHORTEST_BANKING_LEADS)" if stage_a["shortest_leads"] else ""
+    leads = f" ({SHORTEST_LEADS})" if stage_a["shortest_leads"] else ""
     return f"{labelled(final['final_verdict'], final)}{leads}: {final['rule']}"
 
 

@@ -8,7 +8,7 @@ import argparse
 import getpass
 import os
 
-from apsft_dagster.core.review_settings import POINTS
+from apsft_dagster.core.config import POINTS
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -11,12 +11,12 @@ import os
 import sys
 
 from apsft_dagster.cli.args import export_choice, profile_arguments
-from apsft_dagster.core.config import load_config
-from apsft_dagster.core.rehearsal import declared
-from apsft_dagster.core.paths import ensure_dagster_home
-from apsft_dagster.core.store_owner import adopt, refuse_another
 from apsft_dagster.cli.experiment import review_point, scale
 from apsft_dagster.cli.experiment.presentation import print_stage, summary
+from apsft_dagster.core.config import load_config
+from apsft_dagster.core.paths import ensure_dagster_home
+from apsft_dagster.core.rehearsal import declared
+from apsft_dagster.core.store_owner import adopt, refuse_another
 
 
 def add_parser(sub) -> None:
@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     """Preflight every stage about to run, then run them in order through the stage runner."""
     config = load_config(args.profile, args.config)
-    export_choice(args)
+    chosen = export_choice(args)  # the definitions' values; the environment's for a stage's child process
     if not args.verbose:  # Hugging Face's per-load progress bars; the stages' own progress stays
         os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
     from apsft_dagster.core.engines.lifetime import preflight
@@ -80,11 +80,12 @@ def run(args: argparse.Namespace) -> int:
     ensure_dagster_home(store)  # the store's own instance: what the UI shows of it is its own (issue 58)
     import dagster as dg
 
-    from apsft_dagster.core.engines.memory import freeze_loaded
-    from apsft_dagster.definitions import defs
-    from apsft_dagster.runner import workspace_origin
     from apsft_dagster.cli.experiment.gpu_guard import gpu_guard
+    from apsft_dagster.core.engines.memory import freeze_loaded
+    from apsft_dagster.definitions import definitions_for
+    from apsft_dagster.runner import workspace_origin
 
+    defs = definitions_for(*chosen)
     freeze_loaded()  # the imports and definitions stay; the collector walks only what the stages allocate
     gpu = config.compute.device == "cuda"
     outcomes = run_stages(defs, dg.DagsterInstance.get(), stages, partition_keys=keys, verbose=args.verbose,

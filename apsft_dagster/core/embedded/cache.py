@@ -25,8 +25,14 @@ from pathlib import Path
 
 from apsft_dagster.core.config import Config, canonical_json
 from apsft_dagster.core.determinism import kernel_settings
-from apsft_dagster.core.embedded.shipped import (ENTRY, copy_entry, entry_files, place_entry, shipped_entry,
-                                                verify_shipped)
+from apsft_dagster.core.embedded.shipped import (
+    ENTRY,
+    copy_entry,
+    entry_files,
+    place_entry,
+    shipped_entry,
+    verify_shipped,
+)
 from apsft_dagster.core.paths import model_cache_dir
 from apsft_dagster.core.store import dir_digests, fingerprint, sha256_bytes, write_atomic
 

@@ -25,7 +25,6 @@ from apsft_dagster.core.engines.memory import free_memory
 from apsft_dagster.core.errors import ModelDirectoryError
 from apsft_dagster.core.snapshot import has_linear_attention_layers, text_config
 
-
 # What the snapshot decides, recorded with the engine's identity (core/evaluation/generations.py).
 ENGINE_CHOICES = ("language_model_only", "gdn_prefill_backend")
 

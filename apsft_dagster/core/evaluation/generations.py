@@ -20,10 +20,9 @@ from pathlib import Path
 import polars as pl
 
 from apsft_dagster.core.config import Sampling
-from apsft_dagster.core.engines.base import GenerationRequest
+from apsft_dagster.core.engines.base import GREEDY, GenerationRequest
+from apsft_dagster.core.splits import STAGE_A_SPLITS
 from apsft_dagster.core.text_protocol import active
-from apsft_dagster.core.splits import STAGE_A_SPLITS, STAGE_B_SPLITS
-from apsft_dagster.core.engines.base import GREEDY
 
 EVAL_SPLITS = STAGE_A_SPLITS  # core_iid, core_hard, held_family (core/splits.py); Stage B adds rendering
 SCHEMA = {"task_id": pl.String, "key": pl.String, "prompt_tokens": pl.Int64, "token_ids": pl.List(pl.Int64),

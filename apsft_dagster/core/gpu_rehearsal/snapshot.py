@@ -60,7 +60,7 @@ def build_snapshot(raw: dict, out: Path, dtype, device: str, log, tokenizer_dir:
     import torch
     from transformers import Qwen3_5Config, Qwen3_5ForConditionalGeneration
 
-    from apsft_dagster.core.config_sections import Vision
+    from apsft_dagster.core.config import Vision
     from apsft_dagster.core.embedded.layout import save_snapshot
 
     tokenizer = real_tokenizer(tokenizer_dir)

@@ -63,8 +63,8 @@ def time_training(config, path: str, tasks, record_tokens: int, adapter_dir: Pat
 
     from apsft_dagster.core.store import Store
     from apsft_dagster.core.training.checkpoint import Checkpoints
-    from apsft_dagster.core.training.lora import save_adapter
     from apsft_dagster.core.training.loop import attach_adapter, base_weights, load_base, measure_throughput, train
+    from apsft_dagster.core.training.lora import save_adapter
     from apsft_dagster.core.training.records import encode_rows
 
     try:

@@ -47,7 +47,8 @@ def register(store: Store, name: str, path: str | Path, *, fmt: str | None = Non
     staged_from = None
     if columnar:
         staged = store.path(lm_file(name, "staged.jsonl"))
-        staged_from = {"path": str(path), "sha256": fingerprint(dir_digests(path)) if path.is_dir() else sha256_file(path)}
+        digest = fingerprint(dir_digests(path)) if path.is_dir() else sha256_file(path)
+        staged_from = {"path": str(path), "sha256": digest}
         staged_from["rows"] = stage(path, staged)
         path, fmt = staged, fmt or detect_format(staged)
     check_first_rows(path, fmt)

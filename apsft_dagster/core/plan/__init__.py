@@ -25,8 +25,16 @@ from apsft_dagster.core.plan.observed import observe
 from apsft_dagster.core.plan.pricing import add_budgets, budget_of, price, registered_row, totals
 from apsft_dagster.core.plan.rates import profile_rates, read_rehearsal, rehearsal_rates
 from apsft_dagster.core.plan.stage_b_work import stage_b
-from apsft_dagster.core.plan.stages import (harvest, merge_and_probe, model_build, parity_gate, r1_rollouts,
-                                            scoring, stage_a_evaluation, training)
+from apsft_dagster.core.plan.stages import (
+    harvest,
+    merge_and_probe,
+    model_build,
+    parity_gate,
+    r1_rollouts,
+    scoring,
+    stage_a_evaluation,
+    training,
+)
 from apsft_dagster.core.policies import stage_a_policies
 
 STAGE_A_PATH = (harvest, parity_gate, scoring, r1_rollouts, training)

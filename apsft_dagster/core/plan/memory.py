@@ -14,8 +14,14 @@ from __future__ import annotations
 
 import json
 
-from apsft_dagster.core.engines.vllm_memory import (GIB, contexts, headroom, logprob_step_bytes, reservation,
-                                                   scoring_token_cap)
+from apsft_dagster.core.engines.vllm_memory import (
+    GIB,
+    contexts,
+    headroom,
+    logprob_step_bytes,
+    reservation,
+    scoring_token_cap,
+)
 from apsft_dagster.core.errors import DeviceError
 from apsft_dagster.core.paths import CONFIG_DIR, PROJECT_ROOT, local_model_dir
 from apsft_dagster.core.snapshot import text_config

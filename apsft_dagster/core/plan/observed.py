@@ -10,25 +10,37 @@ latest budget for this selection (the budget gate's own rule).
 
 from __future__ import annotations
 
-import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import polars as pl
 
-from apsft_dagster.core.bank import InheritedBank
+from apsft_dagster.core.bank import InheritedBank, read_shards, stored_tasks
 from apsft_dagster.core.errors import ApsftError
 from apsft_dagster.core.harvest import TRACE_SCHEMA
-from apsft_dagster.core.layout import (BASE_MODEL_REPORT, PARITY_GATE, R1_BANK, SCORE_BANK, SFT_MANIFEST,
-                                       STAGE_B_PLAN, TRACE_BANK, adapter_report, eval_generations, merged_report,
-                                       probe_report, shard_file, stage_b_generations, stage_b_samples)
+from apsft_dagster.core.layout import (
+    BASE_MODEL_REPORT,
+    PARITY_GATE,
+    R1_BANK,
+    SCORE_BANK,
+    SFT_MANIFEST,
+    STAGE_B_PLAN,
+    TRACE_BANK,
+    adapter_report,
+    eval_generations,
+    merged_report,
+    probe_report,
+    stage_b_generations,
+    stage_b_samples,
+)
 from apsft_dagster.core.policies import policy_keys, stage_a_eval_keys
 from apsft_dagster.core.store import Store
 from apsft_dagster.core.task_file.source import train_task_ids
 from apsft_dagster.core.training.gate import budget_amendment
 
 BANK_COLUMNS = ["task_id", "n_tokens", "n_thought_tokens", "n_record_tokens", "eligible"]
-EMPTY_BANK = pl.DataFrame(schema={**{c: TRACE_SCHEMA[c] for c in BANK_COLUMNS}, "origin": pl.String})
+SHARD_SCHEMA = {c: TRACE_SCHEMA[c] for c in BANK_COLUMNS}
+EMPTY_BANK = pl.DataFrame(schema={**SHARD_SCHEMA, "origin": pl.String})
 
 
 @dataclass
@@ -58,22 +70,17 @@ def observe(config, store: Store | None) -> Observed:
     if store is not None:
         tasks = train_task_ids(config)
         frames.append(_shards(store, [t for t in tasks if t not in seen.inherited]))
-        seen.scored = _present(store, SCORE_BANK, tasks)
-        seen.rolled_out = _present(store, R1_BANK, tasks)
+        seen.scored = frozenset(stored_tasks(store, SCORE_BANK, tasks))
+        seen.rolled_out = frozenset(stored_tasks(store, R1_BANK, tasks))
         _stages(config, store, seen)
     seen.bank = pl.concat(frames, how="vertical_relaxed")
     return seen
 
 
-def _present(store: Store, bank: str, tasks: list[str]) -> frozenset[str]:
-    return frozenset(t for t in tasks if store.exists(shard_file(bank, t)))
-
-
 def _shards(store: Store, tasks: list[str]) -> pl.DataFrame:
     """The trace bank's lengths for the tasks it holds, each shard verified against its receipt."""
-    frames = [pl.read_parquet(io.BytesIO(store.get_bytes(shard_file(TRACE_BANK, t))), columns=BANK_COLUMNS)
-              for t in tasks if store.exists(shard_file(TRACE_BANK, t))]
-    return pl.concat([EMPTY_BANK.drop("origin"), *frames]).with_columns(origin=pl.lit("store"))
+    frame = read_shards(store, TRACE_BANK, stored_tasks(store, TRACE_BANK, tasks), schema=SHARD_SCHEMA)
+    return frame.with_columns(origin=pl.lit("store"))
 
 
 def _inherited(config, seen: Observed) -> pl.DataFrame:
@@ -91,7 +98,7 @@ def _inherited(config, seen: Observed) -> pl.DataFrame:
     seen.inherited = frozenset(tasks)
     root = Path(cfg.inherited_index).parent
     frames = [pl.read_parquet(root / bank.tasks[t]["shard"], columns=BANK_COLUMNS) for t in tasks]
-    return pl.concat([EMPTY_BANK.drop("origin"), *frames]).with_columns(origin=pl.lit("inherited bank"))
+    return pl.concat([pl.DataFrame(schema=SHARD_SCHEMA), *frames]).with_columns(origin=pl.lit("inherited bank"))
 
 
 def _completion_tokens(store: Store, name: str) -> int:

@@ -15,9 +15,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from apsft_dagster.core.config import Envelope
 from apsft_dagster.core.errors import PlanError
 from apsft_dagster.core.json_input import parse_json
-from apsft_dagster.core.plan_settings import Envelope, plan_settings
+from apsft_dagster.core.plan_settings import plan_settings
 
 REHEARSAL_FORMAT = "apsft-gpu-rehearsal/1"
 REQUIRED = ("training.tokens_per_s", "merge.seconds", "transformers_generation.tokens_per_s", "vllm.measured")

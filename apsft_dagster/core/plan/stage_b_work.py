@@ -12,14 +12,21 @@ split for the replication policies, and `stage_b.k_samples` samples per task for
 from __future__ import annotations
 
 from apsft_dagster.core.plan.observed import Observed
-from apsft_dagster.core.plan.stages import (REGISTERED_COUNTS, Stage, arm_tokens, merge_and_probe, policy_shares,
-                                            split_size, tokens)
+from apsft_dagster.core.plan.stages import (
+    REGISTERED_COUNTS,
+    Stage,
+    arm_tokens,
+    merge_and_probe,
+    policy_shares,
+    split_size,
+    tokens,
+)
 from apsft_dagster.core.policies import parse_policy, stage_a_eval_keys
 from apsft_dagster.core.selection.rules import ROWS_PER_TASK
 from apsft_dagster.core.splits import STAGE_A_SPLITS, STAGE_B_SPLITS
 from apsft_dagster.core.stage_b import possible_plans
 
-CONDITION = "Stage B, only if Stage A triggers"
+CONDITION = "Stage B, only if Stage A triggers"  # the plan table's heading over these rows (core/plan/table.py)
 
 
 def candidate_plans(config, seen: Observed) -> tuple[list[dict], str]:

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from apsft_dagster.core.selection.arms import ARMS, the_arm
 from apsft_dagster.core.embedded.cache import model_at_hand
 from apsft_dagster.core.plan import registered
 from apsft_dagster.core.plan.observed import Observed
 from apsft_dagster.core.policies import parse_policy, stage_a_eval_keys, stage_a_policies
+from apsft_dagster.core.selection.arms import ARMS, the_arm
 from apsft_dagster.core.selection.rules import ROWS_PER_TASK
 from apsft_dagster.core.splits import SPLIT, STAGE_A_SPLITS
 from apsft_dagster.core.task_file.source import train_task_ids

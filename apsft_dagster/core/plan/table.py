@@ -4,6 +4,7 @@ the registered matrix where it applies, then the notes (each throughput's source
 from __future__ import annotations
 
 from apsft_dagster.core.plan.pricing import fmt_hours
+from apsft_dagster.core.plan.stage_b_work import CONDITION
 
 COLUMNS = ("stage", "counts", "upper tokens", "expected tokens", "throughput", "device-hours", "budget")
 WALL = "wall hours"  # shown before "budget" when the plan is priced on N devices
@@ -80,7 +81,7 @@ def render(rows: list[dict], notes: list[str] = (), devices: int | None = None) 
     condition_shown = False
     for row, values in zip(rows, table):
         if row["kind"] == "stage" and row["conditional"] and not condition_shown:
-            out.append("-- Stage B, only if Stage A triggers " + "-" * 40)
+            out.append(f"-- {CONDITION} " + "-" * 40)
             condition_shown = True
         if row["kind"] != "stage" and rows.index(row) and rows[rows.index(row) - 1]["kind"] == "stage":
             out.append(rule)

@@ -1,5 +1,6 @@
 """RL run report and reward-hacking audit: ingest a run folder, tables, hack signals, verdict, report."""
 
+from apsft_dagster.core.config import HackThresholds
 from apsft_dagster.core.run_report.hacking import hack_rates, matched_pairs
 from apsft_dagster.core.run_report.ingest import RunFolder, RunReportError, load_run
 from apsft_dagster.core.run_report.report import RunReport, build_report
@@ -12,7 +13,6 @@ from apsft_dagster.core.run_report.tables import (
     deployability,
     eval_table,
 )
-from apsft_dagster.core.run_report.settings import HackThresholds
 from apsft_dagster.core.run_report.verdict import RULES, verdict
 
 __all__ = [

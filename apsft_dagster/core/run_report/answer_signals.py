@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from apsft_dagster.core.run_report.settings import HackThresholds
+from apsft_dagster.core.config import HackThresholds
 from apsft_dagster.core.run_report.signals import SignalResult
 
 BOXED = "\\boxed{"

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from collections import Counter
 
+from apsft_dagster.core.config import HackThresholds
 from apsft_dagster.core.run_report import schema
 from apsft_dagster.core.run_report.ingest import RunFolder
-from apsft_dagster.core.run_report.settings import HackThresholds
 from apsft_dagster.core.run_report.signal_registry import CHAT, SignalSet
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from apsft_dagster.core.run_report.settings import HackThresholds
+from apsft_dagster.core.config import HackThresholds
 from apsft_dagster.core.run_report.signals import hack_signals
 
 DEGENERATION = ("phrase_repetition", "repeated_lines", "repeated_ngram")
@@ -28,7 +28,10 @@ def degeneration_flags(texts: list[str], thresholds: HackThresholds) -> pl.DataF
 
 def _shares(source: str, group: str, flags: pl.DataFrame, loops: pl.Series) -> dict:
     n = flags.height
-    mean = (lambda col: float(col.cast(pl.Float64).mean()) if n else 0.0)
+
+    def mean(col: pl.Series) -> float:
+        return float(col.cast(pl.Float64).mean()) if n else 0.0
+
     return {"source": source, "group": group, "texts": n, "loop_share": mean(loops),
             **{f"{s}_share": mean(flags[s]) for s in DEGENERATION}, "any_share": mean(flags["any"])}
 

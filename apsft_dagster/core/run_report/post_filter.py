@@ -12,10 +12,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from apsft_dagster.core.config import HackThresholds
 from apsft_dagster.core.run_report.ingest import RunFolder, RunReportError, load_run
 from apsft_dagster.core.run_report.names import rl_file
 from apsft_dagster.core.run_report.registry import check_unchanged, registered
-from apsft_dagster.core.run_report.settings import HackThresholds
 from apsft_dagster.core.run_report.signal_registry import SignalSet
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes, write_atomic
 

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from apsft_dagster.core.run_report.names import rl_file
 from apsft_dagster.core.names import check_name
 from apsft_dagster.core.run_report.importers import input_files
 from apsft_dagster.core.run_report.ingest import RunFolder, RunReportError, load_run
+from apsft_dagster.core.run_report.names import rl_file
 from apsft_dagster.core.store import Store, sha256_file
 
 SOURCE = "source.json"

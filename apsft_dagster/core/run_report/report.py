@@ -9,11 +9,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from apsft_dagster.core.config import HackThresholds
 from apsft_dagster.core.run_report import plots, tables
 from apsft_dagster.core.run_report.folder import NOT_RECORDED
 from apsft_dagster.core.run_report.hacking import hack_rates, matched_pairs
 from apsft_dagster.core.run_report.ingest import RunFolder
-from apsft_dagster.core.run_report.settings import HackThresholds
 from apsft_dagster.core.run_report.verdict import verdict
 
 EVAL_PLOT = "eval_curves.png"

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import polars as pl
 
+from apsft_dagster.core.config import HackThresholds
 from apsft_dagster.core.run_report.ingest import RunFolder
-from apsft_dagster.core.run_report.settings import DEFAULT_SIGNALS, HackThresholds
 from apsft_dagster.core.run_report.signal_registry import CHAT, SignalSet
 
-SIGNALS = DEFAULT_SIGNALS  # the columns when a profile picks no signals: the seven chat signals
 # the table's own columns; every other column is one signal's
 COLUMNS = {"run": pl.String, "step": pl.Int64, "sample": pl.Int64, "problem_id": pl.Int64, "reward": pl.Float64,
            "words": pl.Int64, "hacked": pl.Boolean}
@@ -18,7 +17,7 @@ COLUMNS = {"run": pl.String, "step": pl.Int64, "sample": pl.Int64, "problem_id":
 def sample_table(run_id: str, run: RunFolder, thresholds: HackThresholds, signals: SignalSet | None = None
                  ) -> pl.DataFrame:
     """One row per rollout sample with its signals (the SQL audits' `rl_samples` view)."""
-    chosen = signals or CHAT
+    chosen = signals or CHAT  # none chosen: the chat signals (run_report.signals' default)
     rows = []
     for step, doc in sorted(run.rollouts.items()):
         for index, sample in enumerate(doc.samples):

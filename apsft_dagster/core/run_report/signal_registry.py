@@ -19,11 +19,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 
+from apsft_dagster.core.config import DEFAULT_SIGNALS, HackThresholds
 from apsft_dagster.core.errors import ConfigError
 from apsft_dagster.core.run_report.answer_signals import ANSWER_SIGNALS
 from apsft_dagster.core.run_report.ingest import RunReportError
 from apsft_dagster.core.run_report.schema import Sample
-from apsft_dagster.core.run_report.settings import DEFAULT_SIGNALS, HackThresholds, run_report_settings
+from apsft_dagster.core.run_report.settings import run_report_settings
 from apsft_dagster.core.run_report.signals import CHAT_SIGNALS, SignalResult
 
 __all__ = ["BUILTIN", "CHAT", "ENTRY_POINT_GROUP", "SignalResult", "SignalSet", "resolve", "selected_signals"]

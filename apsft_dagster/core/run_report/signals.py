@@ -25,7 +25,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from apsft_dagster.core.run_report.settings import HackThresholds
+from apsft_dagster.core.config import HackThresholds
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,10 @@ deployable, so rule 7 stops the run short of "production candidate" and says why
 
 from __future__ import annotations
 
+from apsft_dagster.core.config import HackThresholds
 from apsft_dagster.core.run_report.hacking import hack_rates
 from apsft_dagster.core.run_report.ingest import RunFolder
 from apsft_dagster.core.run_report.tables import best_checkpoints, eval_table
-from apsft_dagster.core.run_report.settings import HackThresholds
 
 RULES = (
     ("no_metric_gain", lambda f: not f["rose"], "not useful: no eval metric rose"),

@@ -18,11 +18,11 @@ from collections import defaultdict
 
 import polars as pl
 
-from apsft_dagster.core.selection.arms import ARM, ARM_TABLE, ARMS, ArmSpec
-from apsft_dagster.core.selection.assignment import min_cost_assignment
 from apsft_dagster.core.balance import cell_problems, tasks_per_cell
 from apsft_dagster.core.errors import BalanceError, InfeasibleAssignmentError
 from apsft_dagster.core.seeds import derive_seed
+from apsft_dagster.core.selection.arms import ARM, ARM_TABLE, ARMS, ArmSpec
+from apsft_dagster.core.selection.assignment import min_cost_assignment
 
 ROWS_PER_TASK = 2
 

@@ -10,15 +10,14 @@ SHA-256, counts, dose and a device-hour envelope) is the experiment's identity.
 
 from __future__ import annotations
 
-import io
-
 import polars as pl
 
 from apsft_dagster.core.balance import cell_problems, split_cells, tasks_per_cell
+from apsft_dagster.core.bank import read_shards
 from apsft_dagster.core.config import Config, Split
-from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_file, shard_file
-from apsft_dagster.core.selection.rules import ROWS_PER_TASK, select_arms
+from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TRACE_BANK, arm_file
 from apsft_dagster.core.selection.arms import ARMS, arms_with
+from apsft_dagster.core.selection.rules import ROWS_PER_TASK, select_arms
 from apsft_dagster.core.store import Store, jsonl_gz_bytes, sha256_bytes
 from apsft_dagster.core.task_file.source import train_task_ids
 from apsft_dagster.core.text_protocol import active
@@ -28,13 +27,10 @@ TEXT_COLUMNS = ("prompt", "thought", "answer")  # in the JSONL, not in the prove
 
 def load_candidates(store: Store, task_ids: list[str]) -> pl.DataFrame:
     """select_arms' input from the sealed banks: every trace, gains and R1 label where scored."""
-    def bank(name: str, columns: list[str]) -> pl.DataFrame:
-        return pl.concat([pl.read_parquet(io.BytesIO(store.get_bytes(shard_file(name, t))), columns=columns)
-                          for t in task_ids])
-
-    traces = bank(TRACE_BANK, ["task_id", "family", "level", "trace_id", "thought", "n_thought_tokens", "eligible"])
-    scores = bank(SCORE_BANK, ["trace_id", "answer_gain", "joint_gain"])
-    labels = bank(R1_BANK, ["trace_id", "success"])
+    traces = read_shards(store, TRACE_BANK, task_ids,
+                         ["task_id", "family", "level", "trace_id", "thought", "n_thought_tokens", "eligible"])
+    scores = read_shards(store, SCORE_BANK, task_ids, ["trace_id", "answer_gain", "joint_gain"])
+    labels = read_shards(store, R1_BANK, task_ids, ["trace_id", "success"])
     return (traces.join(scores, on="trace_id", how="left")
             .join(labels.rename({"success": "r1_success"}), on="trace_id", how="left")
             .with_columns(pl.col("r1_success").fill_null(False)))

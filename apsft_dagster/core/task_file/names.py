@@ -2,7 +2,7 @@
 reads the tasks from a file, any family name (`[a-z][a-z0-9_]*`) and any level >= 1 (the file must hold every
 cell the profile declares: core/task_file/catalog.py refuses an empty one).
 
-`config_sections.Split` keeps the builders' Literal types (the domain of a profile without a source, what
+`Split` (core/config/sections/tasks.py) keeps the builders' names (the domain of a profile without a source, what
 core/domains.py and the protocol's table read); its wrap validator `split_members` widens them only while
 `Tasks` with a source validates (`with_source` marks it). This module reads no config and no row.
 """
@@ -12,8 +12,6 @@ from __future__ import annotations
 import re
 from contextvars import ContextVar
 from dataclasses import dataclass
-
-from apsft_dagster.core.tasks import BUILDERS, STEPS_BY_LEVEL
 
 
 @dataclass(frozen=True)
@@ -54,5 +52,7 @@ def split_members(cls, value, handler, info):
 def unknown_cells(train) -> list[str]:
     """The families and levels (`L<level>`) of a split (tasks.train) the builders do not know, in its order: what
     the embedded model cannot pretrain on and the builders' probe cannot draw."""
+    from apsft_dagster.core.tasks import BUILDERS, STEPS_BY_LEVEL  # here: loading the config loads no builder
+
     return ([f for f in train.families if f not in BUILDERS]
             + [f"L{lv}" for lv in train.levels if lv not in STEPS_BY_LEVEL])

@@ -19,9 +19,9 @@ from apsft_dagster.core import amendments
 from apsft_dagster.core.config import Config
 from apsft_dagster.core.errors import BudgetError, TrainingError
 from apsft_dagster.core.layout import EVIDENCE_SEAL, SFT_MANIFEST, arm_file
+from apsft_dagster.core.policies import parse_policy
 from apsft_dagster.core.seal import verify_seal
 from apsft_dagster.core.store import Store
-from apsft_dagster.core.policies import parse_policy
 
 
 def verified_manifest(store: Store, config: Config) -> tuple[dict, str, str]:

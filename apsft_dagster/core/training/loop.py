@@ -35,8 +35,14 @@ from apsft_dagster.core.config import Compute, Training
 from apsft_dagster.core.errors import TrainingError
 from apsft_dagster.core.progress import Pace, Throttle
 from apsft_dagster.core.training.checkpoint import Checkpoints
-from apsft_dagster.core.training.lora import (adapter_state, lora_config, lora_pairs, quiet_peft, state_digest,
-                                              target_modules)
+from apsft_dagster.core.training.lora import (
+    adapter_state,
+    lora_config,
+    lora_pairs,
+    quiet_peft,
+    state_digest,
+    target_modules,
+)
 from apsft_dagster.core.training.loss import SEGMENT_NAMES, chunked_nll
 from apsft_dagster.core.training.records import Example
 
@@ -61,8 +67,8 @@ def load_base(path: str, compute: Compute):
         if not torch.cuda.is_available():
             raise TrainingError("compute.quantization nf4 needs a CUDA device; use compute.quantization: none on CPU")
         try:
-            from transformers import BitsAndBytesConfig
             import bitsandbytes  # noqa: F401
+            from transformers import BitsAndBytesConfig
         except ImportError:
             raise TrainingError("compute.quantization nf4 needs bitsandbytes: pip install bitsandbytes "
                                 "(or set compute.quantization: none to train on the bf16 base)") from None

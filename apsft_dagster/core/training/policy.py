@@ -17,14 +17,20 @@ from collections.abc import Callable
 from apsft_dagster.core.config import Config
 from apsft_dagster.core.engines.lifetime import pin_threads
 from apsft_dagster.core.errors import TrainingError
-from apsft_dagster.core.layout import (BASE_MODEL_REPORT, adapter_checkpoint, adapter_dir, adapter_report, arm_file,
-                                       loss_curve)
+from apsft_dagster.core.layout import (
+    BASE_MODEL_REPORT,
+    adapter_checkpoint,
+    adapter_dir,
+    adapter_report,
+    arm_file,
+    loss_curve,
+)
+from apsft_dagster.core.policies import parse_policy
 from apsft_dagster.core.store import Store, json_bytes, sha256_bytes
 from apsft_dagster.core.training.checkpoint import Checkpoints
-from apsft_dagster.core.training.lora import adapter_state, save_adapter, state_digest
 from apsft_dagster.core.training.loop import attach_adapter, base_weights, load_base, seed_everything, train
+from apsft_dagster.core.training.lora import adapter_state, save_adapter, state_digest
 from apsft_dagster.core.training.plot import loss_curve_png
-from apsft_dagster.core.policies import parse_policy
 from apsft_dagster.core.training.records import encode_rows, windows
 
 FORMAT = "apsft-adapter/1"
@@ -47,7 +53,6 @@ def train_policy(store: Store, config: Config, policy: str, base_path: str, mani
                  log: Callable[[str], None] = print) -> dict:
     """Train, save and receipt one policy; returns the report plus `timing` (not stored)."""
     import torch
-
     from transformers import AutoTokenizer
 
     arm, seed = parse_policy(policy)

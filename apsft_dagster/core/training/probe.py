@@ -14,8 +14,8 @@ from collections.abc import Collection
 from apsft_dagster.core.config import Config
 from apsft_dagster.core.engines.base import GREEDY, GenerationRequest
 from apsft_dagster.core.task_file.source import probe_prompts as file_probe_prompts
-from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.tasks import generate
+from apsft_dagster.core.text_protocol import active
 
 
 def probe_prompts(config: Config, catalog_prompts: Collection[str]) -> list[str]:

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from apsft_dagster.core.config import Training
 from apsft_dagster.core.errors import TrainingError
 from apsft_dagster.core.protocol import format_answer
-from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.seeds import derive_seed
+from apsft_dagster.core.text_protocol import active
 from apsft_dagster.core.training.loss import token_segments
 
 

@@ -7,11 +7,18 @@ import polars as pl
 from apsft_dagster.assets.common import OWNERS, table_preview
 from apsft_dagster.core import rehearsal
 from apsft_dagster.core.analysis import stage_a_decision
-from apsft_dagster.core.evaluation.summary import (JOINT_ARM, base_accuracy_informative, conditions_table,
-                                                  joint_strata, policy_figures, policy_table, base_accuracy_note)
+from apsft_dagster.core.evaluation.summary import (
+    JOINT_ARM,
+    base_accuracy_informative,
+    base_accuracy_note,
+    conditions_table,
+    joint_strata,
+    policy_figures,
+    policy_table,
+)
 from apsft_dagster.core.layout import STAGE_A_DECISION, arm_rows, eval_table
-from apsft_dagster.core.selection.arms import arms_with
 from apsft_dagster.core.policies import BASE, arm_and_seed
+from apsft_dagster.core.selection.arms import arms_with
 from apsft_dagster.experiment.assets.evaluation import stage_a_eval
 from apsft_dagster.experiment.partitions import stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource

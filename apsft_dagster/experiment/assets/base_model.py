@@ -4,15 +4,15 @@ local snapshot."""
 import dagster as dg
 
 from apsft_dagster.assets.common import OWNERS, log_and_show
-from apsft_dagster.core.progress import paced
-from apsft_dagster.experiment.assets.task_catalog import task_catalog
-from apsft_dagster.core.paths import local_model_dir
+from apsft_dagster.core.base_model import inspect_model_dir, load_tokenizer
 from apsft_dagster.core.embedded.cache import embedded_model
 from apsft_dagster.core.layout import BASE_MODEL_DIR, BASE_MODEL_REPORT, TASK_CATALOG
-from apsft_dagster.core.base_model import inspect_model_dir, load_tokenizer
+from apsft_dagster.core.paths import local_model_dir
+from apsft_dagster.core.progress import paced
+from apsft_dagster.core.snapshot import describe_snapshot, lora_targets
 from apsft_dagster.core.task_file.source import task_catalog as task_catalog_of
 from apsft_dagster.core.text_protocol import for_config, require_prompts
-from apsft_dagster.core.snapshot import describe_snapshot, lora_targets
+from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.resources import ExperimentResource
 
 

@@ -20,6 +20,7 @@ from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.experiment.partitions import merged_to_eval, stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
+
 @dg.asset(pool=GPU_POOL, partitions_def=stage_a_eval_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
           deps=[task_catalog, base_model, dg.AssetDep(merged_models, partition_mapping=merged_to_eval)],
           group_name="evaluation", kinds={"pytorch", "parquet"}, owners=OWNERS)

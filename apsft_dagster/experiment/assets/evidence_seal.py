@@ -3,13 +3,13 @@
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.assets.common import OWNERS, table_preview
+from apsft_dagster.core.layout import SEALED_CONFIG
+from apsft_dagster.core.seal import seal
+from apsft_dagster.experiment.assets.base_model import base_model
 from apsft_dagster.experiment.assets.r1_labels import r1_labels_index
 from apsft_dagster.experiment.assets.score_bank import parity_gate, score_bank_index
 from apsft_dagster.experiment.assets.trace_bank import trace_bank_index
-from apsft_dagster.core.layout import SEALED_CONFIG
-from apsft_dagster.core.seal import seal
 from apsft_dagster.resources import ExperimentResource
 
 

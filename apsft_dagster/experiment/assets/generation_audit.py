@@ -1,24 +1,30 @@
 """The reward-hacking auditor on this platform's own generations (the RL run report's signals, issue 14):
 degeneration shares of the trace bank (all, and per SFT arm) and of each Stage A policy's completions."""
 
-import io
 from pathlib import Path
 
 import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, table_preview
-from apsft_dagster.experiment.assets.evaluation import stage_a_eval
-from apsft_dagster.experiment.assets.sft_arms import sft_arms
-from apsft_dagster.experiment.assets.trace_bank import trace_bank_index
-from apsft_dagster.core.layout import (GENERATION_AUDIT, GENERATION_AUDIT_INPUTS, TRACE_BANK, arm_rows, eval_table,
-                                       shard_file)
+from apsft_dagster.core.bank import read_shards, stored_tasks
+from apsft_dagster.core.layout import (
+    GENERATION_AUDIT,
+    GENERATION_AUDIT_INPUTS,
+    TRACE_BANK,
+    arm_rows,
+    eval_table,
+    shard_file,
+)
 from apsft_dagster.core.run_report import own_generations, signals
 from apsft_dagster.core.run_report.own_generations import degeneration_table
 from apsft_dagster.core.run_report.settings import hack_thresholds
 from apsft_dagster.core.selection.arms import ARMS
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.task_file.source import train_task_ids
+from apsft_dagster.experiment.assets.evaluation import stage_a_eval
+from apsft_dagster.experiment.assets.sft_arms import sft_arms
+from apsft_dagster.experiment.assets.trace_bank import trace_bank_index
 from apsft_dagster.experiment.partitions import stage_a_eval_partitions
 from apsft_dagster.resources import ExperimentResource
 
@@ -30,7 +36,7 @@ def generation_audit(context: dg.AssetExecutionContext, experiment: ExperimentRe
     completions): the share with a repeated short phrase, a repeated line, a repeated run of words,
     any of them, and an exact loop. Descriptive: read beside the arms' and policies' results."""
     config, store = experiment.config(), experiment.store()
-    ids = [t for t in train_task_ids(config) if store.exists(shard_file(TRACE_BANK, t))]
+    ids = stored_tasks(store, TRACE_BANK, train_task_ids(config))
     policies = stage_a_eval_partitions.get_partition_keys()
     thresholds = hack_thresholds(config)
     inputs = _inputs(store, ids, policies, thresholds)
@@ -38,8 +44,7 @@ def generation_audit(context: dg.AssetExecutionContext, experiment: ExperimentRe
             and store.get_json(GENERATION_AUDIT_INPUTS) == inputs:
         table, action = store.get_parquet(GENERATION_AUDIT), "kept"
     else:
-        traces = pl.concat([pl.read_parquet(io.BytesIO(store.get_bytes(shard_file(TRACE_BANK, t))),
-                                            columns=["trace_id", "thought", "loop"]) for t in ids])
+        traces = read_shards(store, TRACE_BANK, ids, ["trace_id", "thought", "loop"])
         arm_traces = {arm: store.get_parquet(arm_rows(arm))["source_trace_id"].to_list() for arm in ARMS}
         evaluations = {p: store.get_parquet(eval_table(p)).select("text", "loop") for p in policies}
         table, action = degeneration_table(traces, arm_traces, evaluations, thresholds), "computed"

@@ -7,14 +7,14 @@ import dagster as dg
 
 from apsft_dagster import workers
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result
-from apsft_dagster.experiment.assets.training import adapters, replication_adapters
-from apsft_dagster.core.layout import TASK_CATALOG, merged_dir, merged_report, probe_report
 from apsft_dagster.core.base_model import base_model_path
+from apsft_dagster.core.layout import TASK_CATALOG, merged_dir, merged_report, probe_report
+from apsft_dagster.core.policy_checks import merge_problems, probe_problems
+from apsft_dagster.core.stage_b import planned
 from apsft_dagster.core.store import completed, json_bytes, sha256_bytes
 from apsft_dagster.core.training.deploy import merge_policy
 from apsft_dagster.core.training.probe import compare, greedy_outputs, probe_prompts
-from apsft_dagster.core.policy_checks import merge_problems, probe_problems
-from apsft_dagster.core.stage_b import planned
+from apsft_dagster.experiment.assets.training import adapters, replication_adapters
 from apsft_dagster.experiment.partitions import policy_partitions, replication_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 

@@ -5,15 +5,15 @@ from collections.abc import Callable
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
 from apsft_dagster import workers
-from apsft_dagster.experiment.assets.score_bank import score_bank, score_bank_index
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
 from apsft_dagster.core.bank import load_shards, write_index
 from apsft_dagster.core.bank_key_check import Keyer
 from apsft_dagster.core.layout import R1_BANK, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
 from apsft_dagster.core.rollouts import R1_SCHEMA, r1_rollouts
 from apsft_dagster.core.score_bank import SCORE_SCHEMA, join_problems
 from apsft_dagster.core.task_file.source import answer_checks, train_task_ids
+from apsft_dagster.experiment.assets.score_bank import score_bank, score_bank_index
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 

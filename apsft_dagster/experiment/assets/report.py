@@ -3,10 +3,10 @@
 import dagster as dg
 
 from apsft_dagster.assets.common import OWNERS, png_markdown, report_markdown
-from apsft_dagster.experiment.assets.stage_b import stage_b_analysis
 from apsft_dagster.core.layout import REPORT_MARKDOWN, STAGE_B_DECISION, report_plot
 from apsft_dagster.core.rehearsal import labelled
 from apsft_dagster.core.report import build_report, report_summary
+from apsft_dagster.experiment.assets.stage_b import stage_b_analysis
 from apsft_dagster.resources import ExperimentResource
 
 

@@ -5,17 +5,23 @@ from collections.abc import Callable
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
 from apsft_dagster import workers
-from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
 from apsft_dagster.core.bank import load_shards, write_index
 from apsft_dagster.core.bank_key_check import Keyer
 from apsft_dagster.core.harvest import TRACE_SCHEMA
 from apsft_dagster.core.layout import PARITY_GATE, SCORE_BANK, TASK_CATALOG, TRACE_BANK, shard_file
-from apsft_dagster.core.parity import (calibration_traces, gate_outcome, gate_problems, parity_report,
-                                      score_calibration, scoring_instrument)
+from apsft_dagster.core.parity import (
+    calibration_traces,
+    gate_outcome,
+    gate_problems,
+    parity_report,
+    score_calibration,
+    scoring_instrument,
+)
 from apsft_dagster.core.score_bank import SCORE_SCHEMA, join_problems, non_finite, score_task
 from apsft_dagster.core.task_file.source import train_task_ids
+from apsft_dagster.experiment.assets.trace_bank import trace_bank, trace_bank_index
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, ScoringResource
 

@@ -4,14 +4,20 @@ import dagster as dg
 import polars as pl
 
 from apsft_dagster.assets.common import OWNERS, blocking_checks, check_result, table_preview
-from apsft_dagster.experiment.assets.evidence_seal import evidence_seal
-from apsft_dagster.core.layout import EVIDENCE_SEAL, SFT_MANIFEST, TASK_CATALOG, arm_file, arm_rows
 from apsft_dagster.core.base_model import load_tokenizer
+from apsft_dagster.core.layout import EVIDENCE_SEAL, SFT_MANIFEST, TASK_CATALOG, arm_file, arm_rows
 from apsft_dagster.core.seal import verify_seal
 from apsft_dagster.core.selection.arms import ARMS, arms_with
-from apsft_dagster.core.selection.sft_arms import (arm_bytes, build_arms, manifest, manifest_entry, manifest_problems,
-                                                   provenance)
+from apsft_dagster.core.selection.sft_arms import (
+    arm_bytes,
+    build_arms,
+    manifest,
+    manifest_entry,
+    manifest_problems,
+    provenance,
+)
 from apsft_dagster.core.store import json_bytes, sha256_bytes
+from apsft_dagster.experiment.assets.evidence_seal import evidence_seal
 from apsft_dagster.experiment.partitions import arm_partitions
 from apsft_dagster.resources import ExperimentResource
 

@@ -11,26 +11,43 @@ import polars as pl
 from apsft_dagster import workers
 from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, table_preview
 from apsft_dagster.core.base_model import load_tokenizer
-from apsft_dagster.core.evaluation.generations import STAGE_B_SPLITS, eval_tasks
+from apsft_dagster.core.evaluation.generations import eval_tasks
 from apsft_dagster.core.evaluation.models import generate_into, model_of
 from apsft_dagster.core.evaluation.parse import sample_table
 from apsft_dagster.core.evaluation.tables import parsed_table, sample_problems, table_figures
-from apsft_dagster.core.layout import (PARITY_GATE, STAGE_A_DECISION, STAGE_B_DECISION, STAGE_B_PLAN, TASK_CATALOG,
-                                       eval_generations)
+from apsft_dagster.core.layout import (
+    PARITY_GATE,
+    STAGE_A_DECISION,
+    STAGE_B_DECISION,
+    STAGE_B_PLAN,
+    TASK_CATALOG,
+    eval_generations,
+    stage_b_sample_table,
+    stage_b_samples,
+    stage_b_table,
+)
 from apsft_dagster.core.layout import stage_b_generations as generations_name
-from apsft_dagster.core.layout import stage_b_sample_table, stage_b_samples, stage_b_table
 from apsft_dagster.core.parity import scoring_instrument, verdict_scoring
+from apsft_dagster.core.policies import arm_and_seed
 from apsft_dagster.core.rehearsal import labelled
-from apsft_dagster.core.stage_b import (analyze, final_verdict, parsed_tables, plan, planned, released_policies,
-                                      sample_seeds)
+from apsft_dagster.core.splits import STAGE_B_SPLITS
+from apsft_dagster.core.stage_b import (
+    analyze,
+    final_verdict,
+    parsed_tables,
+    plan,
+    planned,
+    released_policies,
+    sample_seeds,
+)
 from apsft_dagster.core.store import json_bytes, sha256_bytes
 from apsft_dagster.core.task_file.source import answer_checks
-from apsft_dagster.core.policies import arm_and_seed
 from apsft_dagster.experiment.assets.analysis import stage_a_analysis
 from apsft_dagster.experiment.assets.evaluation import stage_a_generations
 from apsft_dagster.experiment.assets.merged_models import merged_models, replication_merged_models
 from apsft_dagster.experiment.partitions import REPLICATION_POLICIES, STAGE_B_POLICIES, stage_b_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
+
 
 @dg.asset(deps=[stage_a_analysis], group_name="stage_b", kinds={"json"}, owners=OWNERS)
 def stage_b_plan(context: dg.AssetExecutionContext, experiment: ExperimentResource) -> dg.MaterializeResult:

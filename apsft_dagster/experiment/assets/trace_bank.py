@@ -5,21 +5,21 @@ from collections.abc import Callable
 import dagster as dg
 import polars as pl
 
-from apsft_dagster.experiment.assets.base_model import base_model
-from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
 from apsft_dagster import workers
-from apsft_dagster.experiment.assets.task_catalog import task_catalog
+from apsft_dagster.assets.common import GPU_POOL, OWNERS, blocking_checks, check_result, fill_shards, shard_work
 from apsft_dagster.core import trace_rollup
-from apsft_dagster.core.bank_key_check import Keyer
 from apsft_dagster.core.bank import InheritedBank, load_shards, write_index
+from apsft_dagster.core.bank_key_check import Keyer
 from apsft_dagster.core.harvest import TRACE_SCHEMA, HarvestTask, harvest_task
 from apsft_dagster.core.layout import TASK_CATALOG, TRACE_BANK, summary_file
 from apsft_dagster.core.task_file.source import train_task_ids
+from apsft_dagster.experiment.assets.base_model import base_model
+from apsft_dagster.experiment.assets.task_catalog import task_catalog
 from apsft_dagster.experiment.partitions import train_task_partitions
 from apsft_dagster.resources import ExperimentResource, GenerationResource
 
 
-@dg.asset(pool=GPU_POOL, 
+@dg.asset(pool=GPU_POOL,
     partitions_def=train_task_partitions, backfill_policy=dg.BackfillPolicy.single_run(),
     deps=[task_catalog, base_model], group_name="harvest", kinds={"pytorch", "parquet"}, owners=OWNERS,
 )

@@ -9,19 +9,30 @@ from collections.abc import Callable
 import dagster as dg
 
 from apsft_dagster import workers
-from apsft_dagster.assets.common import (GPU_POOL, OWNERS, blocking_checks, check_result, log_and_show, png_markdown,
-                                        svg_markdown)
+from apsft_dagster.assets.common import (
+    GPU_POOL,
+    OWNERS,
+    blocking_checks,
+    check_result,
+    log_and_show,
+    png_markdown,
+    svg_markdown,
+)
 from apsft_dagster.core.budget import stage_b_outlook
-from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
 from apsft_dagster.core.layout import adapter_dir, adapter_report, loss_curve
+from apsft_dagster.core.policies import parse_policy
+from apsft_dagster.core.policy_checks import adapter_problems, training_matrix
+from apsft_dagster.core.stage_b import planned
 from apsft_dagster.core.store import Store, completed, json_bytes, sha256_bytes
 from apsft_dagster.core.training.gate import budget_gate, verified_manifest
 from apsft_dagster.core.training.plot import sparkline_svg
-from apsft_dagster.core.policies import parse_policy
-from apsft_dagster.core.stage_b import planned
 from apsft_dagster.experiment.assets.sft_arms import sft_arms, sft_manifest
-from apsft_dagster.experiment.partitions import (STAGE_A_POLICIES, arm_to_policies, policy_partitions,
-                                                 replication_partitions)
+from apsft_dagster.experiment.partitions import (
+    STAGE_A_POLICIES,
+    arm_to_policies,
+    policy_partitions,
+    replication_partitions,
+)
 from apsft_dagster.resources import ExperimentResource, TrainingResource
 
 ADAPTER_CHECKS = {

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from apsft_dagster.core.run_report.folder import Reader, RunFolder, fail
 from apsft_dagster.core.run_report.importers import assemble, rollout_dumps
-from apsft_dagster.core.run_report.importers.metrics import WAY_OUT, StepTable, step_of, used
+from apsft_dagster.core.run_report.importers.metrics import WAY_OUT, StepTable, used
 from apsft_dagster.core.run_report.importers.trainer_json import document
 
 NAME = "wandb"

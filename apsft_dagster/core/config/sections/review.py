@@ -1,7 +1,7 @@
 """The review points: the optional `review` section of a profile, read by `apsft run` (core/review.py).
 
 Where a run stops for review changes no artifact, so like `gpu` it stays out of the config digest
-(`core/config.py`, UNSEALED_SECTIONS): adding a pause to a profile voids no receipt. Absent, a run
+(`core/config/digest.py`, UNSEALED_SECTIONS): adding a pause to a profile voids no receipt. Absent, a run
 pauses only where `apsft run --pause-after` asks.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from apsft_dagster.core.config_sections import Strict
+from apsft_dagster.core.config.base import Strict
 
 # the resume-only boundaries of the seed: after the evidence seal, and after selection (before training)
 POINTS = ("seal", "selection")
