@@ -145,6 +145,23 @@ class StageRuns:
         return [e for e in self._events("ASSET_MATERIALIZATION") if self._mine(e.asset_key)]
 
 
+PROFILE_VARIABLES = ("APSFT_PROFILE", "APSFT_CONFIG", "APSFT_STORE_DIR")
+
+
+@pytest.fixture(autouse=True)
+def _profile_variables_restored():
+    """A test that calls `main([...])` in this process exports the profile it names (cli/args.py export_choice,
+    the CLI's way in); it must not become the next test's default, so each test ends with the variables as
+    they were before it."""
+    before = {name: os.environ.get(name) for name in PROFILE_VARIABLES}
+    yield
+    for name, value in before.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
 @pytest.fixture(scope="session")
 def smoke_run(cli_run):
     """README command 1's run (`cli_run`: the smoke profile in a fresh process, the second core's
