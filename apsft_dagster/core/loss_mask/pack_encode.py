@@ -22,7 +22,7 @@ NO_TRAINABLE, OVER_LIMIT = "no_trainable", "over_limit"
 
 CHUNK_ROWS = 16  # rows sent to a worker at a time
 IN_FLIGHT = 4  # chunks queued per worker
-_STATE: dict = {}  # the worker's settings, inherited by fork
+_STATE: dict = {}  # the settings: this process's, or a worker's from _start
 
 
 def parse_row(line: bytes, where: str, fmt: str) -> dict:
@@ -69,14 +69,21 @@ def _chunks(lines: Iterable[bytes]) -> Iterator[list[tuple[int, bytes]]]:
         yield chunk
 
 
+def _start(state: dict) -> None:
+    _STATE.update(state)
+
+
 def encoded_rows(lines: Iterable[bytes], tokenizer, template: str, pack_length: int, fmt: str, source: str,
                  workers: int = 1) -> Iterator[tuple]:
-    _STATE.update(tokenizer=tokenizer, template=template, pack_length=pack_length, fmt=fmt, source=source)
+    state = {"tokenizer": tokenizer, "template": template, "pack_length": pack_length, "fmt": fmt, "source": source}
+    _STATE.update(state)
     if workers <= 1:
         for chunk in _chunks(lines):
             yield from _encode_chunk(chunk)
         return
-    with get_context("fork").Pool(workers) as pool:
+    # spawned, never forked: a fork of a process whose threads (the tokenizer's, Polars', pyarrow's, a test
+    # runner's) hold a lock can hang the child forever (it did on CI); the tokenizer travels pickled, once
+    with get_context("spawn").Pool(workers, initializer=_start, initargs=(state,)) as pool:
         pending: deque = deque()  # at most IN_FLIGHT chunks a worker: bounded read-ahead, taken in input order
         for chunk in _chunks(lines):
             pending.append(pool.apply_async(_encode_chunk, (chunk,)))
