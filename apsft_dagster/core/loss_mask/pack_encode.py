@@ -81,9 +81,11 @@ def encoded_rows(lines: Iterable[bytes], tokenizer, template: str, pack_length: 
         for chunk in _chunks(lines):
             yield from _encode_chunk(chunk)
         return
-    # spawned, never forked: a fork of a process whose threads (the tokenizer's, Polars', pyarrow's, a test
-    # runner's) hold a lock can hang the child forever (it did on CI); the tokenizer travels pickled, once
-    with get_context("spawn").Pool(workers, initializer=_start, initargs=(state,)) as pool:
+    # spawned, never forked (a fork of a process whose threads hold a lock can hang the child); the tokenizer
+    # travels pickled, once. Closed and joined, never terminated: terminate() is SIGTERM, which a process may
+    # ignore (the disposition is inherited across exec: CI's test workers ignore it) and then joins forever.
+    pool = get_context("spawn").Pool(workers, initializer=_start, initargs=(state,))
+    try:
         pending: deque = deque()  # at most IN_FLIGHT chunks a worker: bounded read-ahead, taken in input order
         for chunk in _chunks(lines):
             pending.append(pool.apply_async(_encode_chunk, (chunk,)))
@@ -91,3 +93,6 @@ def encoded_rows(lines: Iterable[bytes], tokenizer, template: str, pack_length: 
                 yield from pending.popleft().get()
         while pending:
             yield from pending.popleft().get()
+    finally:
+        pool.close()  # each worker takes the end-of-work sentinel after what is queued, then exits
+        pool.join()
